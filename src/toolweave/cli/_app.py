@@ -13,4 +13,7 @@ app = typer.Typer(
 )
 
 # Each command lives in its own module and registers itself on `app` when imported.
-from toolweave.cli import _tools_cmd  # noqa: E402, F401
+import toolweave.cli._chat_cmd  # noqa: E402
+import toolweave.cli._demo_cmd  # noqa: E402
+import toolweave.cli._plan_cmds  # noqa: E402
+import toolweave.cli._tools_cmd  # noqa: E402, F401

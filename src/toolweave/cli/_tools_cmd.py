@@ -1,3 +1,3 @@
-"""`toolweave tools`: owned by the foundation work (lists resolved tools and their schemas)."""
+"""`toolweave tools` command."""
 
 from __future__ import annotations

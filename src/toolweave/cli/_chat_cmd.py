@@ -1,0 +1,3 @@
+"""`toolweave chat` command."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""`toolweave demo` command."""
+
+from __future__ import annotations

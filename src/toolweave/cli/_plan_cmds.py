@@ -1,0 +1,3 @@
+"""`toolweave run and validate` command."""
+
+from __future__ import annotations
