@@ -33,11 +33,64 @@ from toolweave.tools import (
 )
 
 # --- foundation: function tools, TextTool, Toolset, decorators (helper A) ---
+from toolweave.tools._function import FunctionTool, tool, tools_from, tools_from_safely
+from toolweave.tools._programmatic import Parameter, TypedTool
+from toolweave.tools._text import TextTool
+from toolweave.decorators import (
+    ArtifactSinkingTool,
+    CompositeSink,
+    DelegatingTool,
+    ListSink,
+    LoopMemo,
+    OneShotPerLoopTool,
+    Sink,
+    use_metrics,
+    with_description,
+    with_note,
+)
+from toolweave.tools._groups import ToolGroup
+from toolweave.tools._toolset import Toolset
 
 # --- plan (helper B) ---
+from toolweave.plan import (
+    Plan,
+    PlanEvent,
+    PlanRun,
+    PlanStep,
+    PlanTool,
+    StepRecord,
+    parse_plan,
+    planning_instructions,
+    run_plan,
+    run_plan_sync,
+    validate_plan,
+)
 
 # --- pipeline and approval handlers (helper C) ---
+from toolweave._console_review import ConsoleReviewHandler
+from toolweave._gated import ApprovalRequiredTool, requires_approval
+from toolweave._review_handlers import ApprovalRule, CallbackReviewHandler, RuleBasedReviewHandler
+from toolweave.approval import ApprovalLog, ApprovalRecord, AutoApproveHandler, record_approvals, request_approval
+from toolweave.pipeline import ErrorStrategy, PipelineBuilder, PipelineStep, ToolPipeline
 
 # --- models and agent (helper D) ---
+from toolweave.agent import (
+    Agent,
+    AgentEvent,
+    AgentProcess,
+    AgentRunResult,
+    Blackboard,
+    BlackboardSink,
+    Budget,
+    MessageEvent,
+    PlanStepFinished,
+    PlanStepStarted,
+    ProgressEvent,
+    RunUsage,
+    SubAgentTool,
+    ToolCallFinished,
+    ToolCallStarted,
+    current_process,
+)
 
 __version__ = '0.1.0'

@@ -2,40 +2,78 @@
 
 The handler of the current run is ambient (see `use_review_handler`); plans, pipelines and agents install
 theirs, so a gated tool deep inside a pipeline inside a plan asks the same reviewer with its resolved input.
+
+The protocol:
+
+- `Tool.call` of a tool whose `definition.metadata.requires_approval` is set calls `review_call` before the
+  body runs. No handler installed -> `ToolConfigurationError` (AP-9); an object that is not a handler ->
+  `ToolConfigurationError` (AP-10). Both propagate out of every layer.
+- The handler receives a `ReviewRequest` (`<tool>: <arguments>`, timing, timeout, on-timeout action) and
+  returns a `ReviewDecision`: continue (run with the arguments as they are), edit (run with the reviewer's
+  revised arguments) or exit early (the call becomes the failure `Rejected by reviewer: <input>`).
+- A handler that does not answer within `timeout` seconds gets the request's `on_timeout` action. A handler
+  that raises `ExitEarly` (or another control-flow signal) stops the whole run; a handler that raises
+  anything else rejects the call (fail closed) and the failure names the error.
+- A tool body may also ask on its own with `request_approval(description)`; with no handler installed that
+  approves (AP-1, AP-2), because the tool did not declare that it needs a reviewer.
+- Every decision is logged (logger `toolweave.approval`, INFO) and appended to the `ApprovalLog`s installed
+  with `record_approvals()`, which plans and agents attach to their run records.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
 from toolweave import _runtime
-from toolweave.exceptions import ToolConfigurationError
+from toolweave._approval_log import ApprovalLog, ApprovalRecord, current_approval_log, record_approvals
+from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
 from toolweave.tools._context import ToolCallContext
+from toolweave.tools._metrics import truncate
 from toolweave.tools._result import ToolResult
 
 if TYPE_CHECKING:
     from toolweave.tools._tool import Tool, ToolArguments
 
 __all__ = (
+    'DEFAULT_ON_TIMEOUT',
+    'DEFAULT_TIMEOUT',
+    'ApprovalLog',
+    'ApprovalRecord',
     'AutoApproveHandler',
     'OnTimeout',
     'ReviewDecision',
     'ReviewHandler',
     'ReviewRequest',
     'ReviewTiming',
+    'current_approval_log',
+    'record_approvals',
+    'request_approval',
     'review_call',
     'use_review_handler',
 )
 
+logger = logging.getLogger('toolweave.approval')
+
 ReviewTiming = Literal['before_execution', 'during_execution', 'after_execution']
 OnTimeout = Literal['continue', 'exit_early']
+DecisionKind = Literal['continue', 'edit', 'exit_early']
 DEFAULT_TIMEOUT = 300.0
+"""Seconds a reviewer has to answer, unless the tool or the caller says otherwise."""
+DEFAULT_ON_TIMEOUT: OnTimeout = 'exit_early'
+"""A review nobody answered rejects the call: an unattended gate must not let a dangerous action through."""
+APPROVAL_OPTIONS_KEY = 'approval'
+"""`ToolMetadata.extra` key holding a gated tool's own `timeout` and `on_timeout` (see `requires_approval`)."""
+_KINDS = ('continue', 'edit', 'exit_early')
+_ON_TIMEOUT = ('continue', 'exit_early')
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,35 +88,79 @@ class ReviewRequest:
     timing: ReviewTiming = 'during_execution'
     timeout: float | None = DEFAULT_TIMEOUT
     """Seconds to wait for a decision; `None` waits for ever."""
-    on_timeout: OnTimeout = 'exit_early'
+    on_timeout: OnTimeout = DEFAULT_ON_TIMEOUT
     """What happens when the reviewer does not answer in time."""
     context: ToolCallContext = field(default=ToolCallContext.EMPTY)
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not self.timeout > 0:
+            raise ToolConfigurationError(
+                f'Review timeout of {self.tool_name or "a review"!r} must be > 0 seconds or None, got {self.timeout!r}.'
+            )
+        if self.on_timeout not in _ON_TIMEOUT:
+            raise ToolConfigurationError(
+                f'on_timeout of {self.tool_name or "a review"!r} must be one of {_ON_TIMEOUT}, got {self.on_timeout!r}.'
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class ReviewDecision:
-    """A reviewer's answer: continue, edit (run with revised input) or exit early (reject)."""
+    """A reviewer's answer: continue, edit (run with revised input) or exit early (reject).
 
-    kind: Literal['continue', 'edit', 'exit_early']
+    ```python
+    from toolweave import ReviewDecision
+
+    print(ReviewDecision.approve().kind, ReviewDecision.edit('safer input').revised, ReviewDecision.reject('no').kind)
+    #> continue safer input exit_early
+    ```
+    """
+
+    kind: DecisionKind
     revised: str | Mapping[str, Any] | None = None
+    """The arguments to run with instead (only for `edit`)."""
     reason: str | None = None
+    """Why the reviewer rejected the call; shown in the failure the model sees."""
+    timed_out: bool = False
+    """Whether this decision is the on-timeout action rather than a reviewer's answer."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f'ReviewDecision kind must be one of {_KINDS}, got {self.kind!r}.')
+        if self.kind == 'edit' and self.revised is None:
+            raise ValueError('ReviewDecision.edit needs the revised input, got None. Use ReviewDecision.approve() '
+                             'to run with the original input.')
 
     @classmethod
     def approve(cls) -> ReviewDecision:
+        """Run the tool with its arguments unchanged."""
         return cls('continue')
 
     @classmethod
     def edit(cls, revised: str | Mapping[str, Any]) -> ReviewDecision:
+        """Run the tool with `revised` instead of its arguments (a mapping, a JSON text, or a tool's text input)."""
         return cls('edit', revised)
 
     @classmethod
     def reject(cls, reason: str | None = None) -> ReviewDecision:
+        """Do not run the tool; the call fails with `Rejected by reviewer: <input>`."""
         return cls('exit_early', reason=reason)
+
+    @classmethod
+    def on_timeout(cls, request: ReviewRequest) -> ReviewDecision:
+        """The decision a request's on-timeout action stands for."""
+        if request.on_timeout == 'continue':
+            return cls('continue', timed_out=True)
+        waited = 'in time' if request.timeout is None else f'within {request.timeout:g} s'
+        return cls('exit_early', reason=f'no decision {waited}', timed_out=True)
 
 
 @runtime_checkable
 class ReviewHandler(Protocol):
-    """Decides whether a gated tool call may run."""
+    """Decides whether a gated tool call may run.
+
+    Any object with an `async review(request) -> ReviewDecision` method is a handler. Built-in ones:
+    `AutoApproveHandler`, `ConsoleReviewHandler`, `CallbackReviewHandler`, `RuleBasedReviewHandler`.
+    """
 
     async def review(self, request: ReviewRequest) -> ReviewDecision: ...
 
@@ -88,6 +170,18 @@ class AutoApproveHandler:
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
         return ReviewDecision.approve()
+
+    def __repr__(self) -> str:
+        return 'AutoApproveHandler()'
+
+
+def check_review_handler(handler: object, where: str) -> None:
+    """Raise `ToolConfigurationError` unless `handler` is `None` or a `ReviewHandler` (AP-10)."""
+    if handler is not None and not isinstance(handler, ReviewHandler):
+        raise ToolConfigurationError(
+            f'{where} is misconfigured: reviewHandler must be an instance of ReviewHandler (an object with '
+            f'`async def review(self, request) -> ReviewDecision`), got {type(handler).__name__}: {handler!r}.'
+        )
 
 
 @contextmanager
@@ -102,10 +196,21 @@ def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
         yield
 
 
-def _describe(arguments: ToolArguments) -> str:
+def describe_arguments(arguments: ToolArguments) -> str:
+    """Arguments as the one-line text a reviewer reads: text as is, mappings as compact JSON."""
     if arguments is None or isinstance(arguments, str):
         return arguments or ''
-    return json.dumps(arguments, separators=(',', ':'), default=str)
+    try:
+        return json.dumps(arguments, separators=(',', ':'), default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+def _tool_options(tool: Tool) -> tuple[float | None, OnTimeout]:
+    options = tool.definition.metadata.extra.get(APPROVAL_OPTIONS_KEY)
+    if not isinstance(options, Mapping):
+        return DEFAULT_TIMEOUT, DEFAULT_ON_TIMEOUT
+    return options.get('timeout', DEFAULT_TIMEOUT), options.get('on_timeout', DEFAULT_ON_TIMEOUT)
 
 
 async def review_call(tool: Tool, arguments: ToolArguments, context: ToolCallContext) -> ToolArguments | ToolResult:
@@ -117,14 +222,12 @@ async def review_call(tool: Tool, arguments: ToolArguments, context: ToolCallCon
             f'Tool {name!r} requires approval but no ReviewHandler is configured. Pass `review_handler=` to the '
             'Agent, `run_plan` or pipeline, or wrap the call in `with use_review_handler(handler):`.'
         )
-    if not isinstance(handler, ReviewHandler):
-        raise ToolConfigurationError(
-            f'Tool {name!r} is misconfigured: reviewHandler must be an instance of ReviewHandler, '
-            f'got {type(handler).__name__}.'
-        )
-    shown = _describe(arguments)
-    request = ReviewRequest(name, f'{name}: {shown}', arguments, context=context)
-    decision = await _decide(handler, request)
+    check_review_handler(handler, f'Tool {name!r}')
+    shown = describe_arguments(arguments)
+    timeout, on_timeout = _tool_options(tool)
+    request = ReviewRequest(name, f'{name}: {shown}', arguments, timeout=timeout, on_timeout=on_timeout,
+                            context=context)
+    decision = await decide(handler, request)
     if decision.kind == 'continue':
         return arguments
     if decision.kind == 'edit':
@@ -133,11 +236,88 @@ async def review_call(tool: Tool, arguments: ToolArguments, context: ToolCallCon
     return ToolResult.failure(f'Rejected by reviewer: {shown}{reason}')
 
 
-async def _decide(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
-    if request.timeout is None:
+async def request_approval(
+    description: str,
+    *,
+    tool_name: str = '',
+    arguments: str | Mapping[str, Any] | None = None,
+    timing: ReviewTiming = 'during_execution',
+    timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the reviewer's time, carried in the request
+    on_timeout: OnTimeout = DEFAULT_ON_TIMEOUT,
+    context: ToolCallContext | None = None,
+) -> ReviewDecision:
+    """Ask the current reviewer from inside a tool body, for example before one dangerous branch.
+
+    With no handler installed the answer is "continue" (the tool did not declare `requires_approval`, so an
+    unattended run may go on). The tool decides what an edit or a rejection means for it.
+
+    ```python
+    import anyio
+    from toolweave.approval import request_approval
+
+    decision = anyio.run(request_approval, 'send email: hello')
+    print(decision.kind)
+    #> continue
+    ```
+    """
+    handler = _runtime.current_review_handler()
+    if handler is None:
+        return ReviewDecision.approve()
+    check_review_handler(handler, f'Tool {tool_name!r}' if tool_name else 'The review handler')
+    request = ReviewRequest(tool_name, description, arguments, timing, timeout, on_timeout,
+                            context or ToolCallContext.EMPTY)
+    return await decide(handler, request)
+
+
+async def decide(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
+    """Ask `handler`, apply the timeout, validate the answer, then log and record the decision."""
+    start = perf_counter()
+    try:
+        decision = await ask_handler(handler, request)
+    except (ControlFlowSignal, ToolConfigurationError) as exc:
+        logger.info('Review of %r by %s stopped the run: %s', request.tool_name, type(handler).__name__, exc)
+        raise
+    except Exception as exc:  # a broken reviewer must not let the call through: fail closed
+        logger.warning('Review handler %s failed for %r: %r', type(handler).__name__, request.tool_name, exc)
+        decision = ReviewDecision.reject(f'review handler failed: {type(exc).__name__}: {exc}')
+    if not isinstance(decision, ReviewDecision):
+        raise ToolConfigurationError(
+            f'Review handler {type(handler).__name__} returned {decision!r} for {request.tool_name!r}. `review` must '
+            'return a ReviewDecision: ReviewDecision.approve(), .edit(revised) or .reject(reason).'
+        )
+    _record(handler, request, decision, perf_counter() - start)
+    return decision
+
+
+def handles_own_timeout(handler: object) -> bool:
+    """Whether `handler` applies `request.timeout` itself: the console handler starts the clock only once its
+    prompt is on screen (time spent waiting for the console lock does not count), and the rule-based handler
+    applies it to the handler it falls back to."""
+    from toolweave._console_review import ConsoleReviewHandler
+    from toolweave._review_handlers import RuleBasedReviewHandler
+
+    return isinstance(handler, ConsoleReviewHandler | RuleBasedReviewHandler)
+
+
+async def ask_handler(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
+    """`handler.review(request)` under the request's timeout; the on-timeout decision when it runs out."""
+    if request.timeout is None or handles_own_timeout(handler):
         return await handler.review(request)
     with anyio.move_on_after(request.timeout):
         return await handler.review(request)
-    if request.on_timeout == 'continue':
-        return ReviewDecision.approve()
-    return ReviewDecision.reject(f'no decision within {request.timeout:g} s')
+    return ReviewDecision.on_timeout(request)
+
+
+def _record(handler: ReviewHandler, request: ReviewRequest, decision: ReviewDecision, seconds: float) -> None:
+    record = ApprovalRecord(request, decision, type(handler).__name__, datetime.now(UTC), seconds)
+    log = current_approval_log()
+    if log is not None:
+        log.add(record)
+    if logger.isEnabledFor(logging.INFO):
+        detail = ''
+        if decision.kind == 'edit':
+            detail = f' | revised: {truncate(describe_arguments(decision.revised))}'
+        elif decision.reason:
+            detail = f' | reason: {decision.reason}'
+        logger.info('Review of %r by %s: %s in %.2f s | request: %s%s', request.tool_name, type(handler).__name__,
+                    record.outcome, seconds, truncate(request.description), detail)

@@ -89,6 +89,9 @@ class RunError(ToolweaveError):
 class UsageLimitExceeded(RunError):
     """A budget of the run (LLM calls, tokens, tool calls) was exhausted."""
 
+    process: object = None
+    """The stopped `AgentProcess` (history, usage, blackboard) when an agent run raised it, else `None`."""
+
 
 class ModelError(RunError):
     """A model provider request failed after retries, or failed in a way retrying cannot fix."""

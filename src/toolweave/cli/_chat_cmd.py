@@ -1,3 +1,146 @@
-"""`toolweave chat` command."""
+"""`toolweave chat`: talk to a real model with your tools, one prompt per line of stdin (Ctrl-D ends)."""
 
 from __future__ import annotations
+
+import sys
+from functools import partial
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from toolweave.agent import (
+    Agent,
+    AgentEvent,
+    AgentRunResult,
+    PlanStepFinished,
+    ProgressEvent,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from toolweave.cli._app import app
+from toolweave.cli._common import load_object
+from toolweave.exceptions import RunError, ToolweaveError, UserError
+from toolweave.models._base import Message, Model
+
+__all__ = ('chat_command', 'chat_session')
+
+_PREVIEW = 160
+
+
+@app.command('chat')
+def chat_command(
+    model: Annotated[
+        str,
+        typer.Option('--model', '-m', metavar='PROVIDER:MODEL',
+                     help="A model string ('openai:gpt-4o-mini', 'anthropic:claude-sonnet-4-5', 'ollama:qwen2.5', "
+                          "'openai-compatible:NAME@URL') or MODULE:ATTRIBUTE of a Model instance.",
+                     show_default=False),
+    ],
+    tools: Annotated[
+        str | None,
+        typer.Option('--tools', metavar='MODULE:ATTRIBUTE',
+                     help='The tools: a Toolset, a list of tools or functions, or an object with @tool methods.',
+                     show_default=False),
+    ] = None,
+    plan: Annotated[bool, typer.Option('--plan', help='Offer execute_tool_plan (tool planning).')] = False,
+    instructions: Annotated[str, typer.Option('--instructions', help='The system prompt.')] = (
+        'You are a helpful assistant. Use the tools when they help.'),
+    max_iterations: Annotated[int, typer.Option('--max-iterations', min=1, help='Model calls per prompt.')] = 20,
+) -> None:
+    """Chat with a real model: each line of stdin is a prompt; tool calls and plan steps are shown as they run.
+    The conversation carries over between prompts. Ctrl-D (end of input) ends the chat."""
+    agent = Agent(_load_model(model), instructions=instructions, tools=_load_tools(tools), tool_planning=plan,
+                  max_iterations=max_iterations, name='chat')
+    console = Console(highlight=False)
+    try:
+        anyio.run(partial(chat_session, agent, console=console))
+    except KeyboardInterrupt:
+        console.print(Text('\ninterrupted', style='dim'))
+
+
+def _load_model(spec: str) -> Model:
+    from toolweave.models import infer_model
+
+    try:
+        return infer_model(spec)
+    except UserError as exc:
+        module, _, attribute = spec.partition(':')
+        if not attribute or not module.replace('.', '').replace('_', '').isalnum():
+            raise typer.BadParameter(str(exc), param_hint='--model') from None
+        try:
+            found = load_object(spec, option='--model')
+        except typer.BadParameter:
+            raise typer.BadParameter(str(exc), param_hint='--model') from None
+        if not isinstance(found, Model):
+            raise typer.BadParameter(f'{spec!r} is a {type(found).__name__}, not a Model', param_hint='--model') \
+                from None
+        return found
+    except ImportError as exc:
+        raise typer.BadParameter(str(exc), param_hint='--model') from None
+
+
+def _load_tools(spec: str | None) -> Any:
+    from toolweave.tools._toolset import Toolset
+
+    if spec is None:
+        return ()
+    found = load_object(spec)
+    if isinstance(found, Toolset):
+        return found
+    try:
+        return Toolset(found if isinstance(found, list | tuple) else [found])
+    except UserError as exc:
+        raise typer.BadParameter(str(exc), param_hint='--tools') from None
+
+
+async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult]:
+    """Read prompts from stdin until end of input; run each with the conversation so far; returns the runs."""
+    interactive = sys.stdin.isatty()
+    history: tuple[Message, ...] = ()
+    runs: list[AgentRunResult] = []
+    console.print(Text(f'{agent.model.name}, tools: {", ".join(d.name for d in agent.tool_definitions()) or "none"}'
+                       f'. Ctrl-D ends.', style='dim'))
+    while True:
+        if interactive:
+            console.print(Text('you> ', style='bold green'), end='')
+        line = await anyio.to_thread.run_sync(sys.stdin.readline)
+        if not line:
+            break
+        prompt = line.strip()
+        if not prompt:
+            continue
+        try:
+            result = await agent.run(prompt, message_history=history, on_event=partial(_show_event, console))
+        except (RunError, ToolweaveError) as exc:
+            console.print(Text(f'error: {exc}', style='bold red'))
+            continue
+        history = result.messages
+        runs.append(result)
+        console.print(Text.assemble(('assistant> ', 'bold cyan'), result.output))
+        usage = result.usage
+        console.print(Text(f'  {usage.llm_calls} LLM calls, {usage.input_tokens:,} in / {usage.output_tokens:,} out '
+                           f'tokens, {usage.tool_calls} tool calls, {result.process.duration or 0:.1f} s',
+                           style='dim'))
+    return runs
+
+
+def _show_event(console: Console, event: AgentEvent) -> None:
+    if isinstance(event, ToolCallStarted):
+        console.print(Text(f'  -> {event.tool_name}({_cut(event.arguments)})', style='yellow'))
+    elif isinstance(event, ToolCallFinished):
+        style, text = ('green', event.result.output) if event.result.ok else ('red', event.result.text)
+        console.print(Text(f'  <- {event.tool_name} {event.duration * 1000:.0f} ms: {_cut(text)}', style=style))
+    elif isinstance(event, PlanStepFinished):
+        step = event.step
+        detail = step.error if step.error else step.output
+        console.print(Text(f'     step {step.id} ({step.tool}) {step.status}: {_cut(detail or "")}', style='dim'))
+    elif isinstance(event, ProgressEvent):
+        console.print(Text(f'  .. {event.status}', style='dim'))
+
+
+def _cut(text: str) -> str:
+    flat = ' '.join(text.split())
+    return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 3] + '...'

@@ -1,3 +1,228 @@
-"""`toolweave run and validate` command."""
+"""`toolweave run` and `toolweave validate`: run or check a plan file against a set of tools.
+
+Exit codes: 0 the plan is valid / every step succeeded; 1 the plan is invalid, a step did not succeed, or the
+run was stopped; 2 bad command-line input (missing or unreadable file, not JSON, bad `--tools`).
+"""
 
 from __future__ import annotations
+
+import json
+import logging
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import anyio
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from toolweave.cli._app import app
+from toolweave.cli._common import load_object
+from toolweave.cli._render import LiveSteps, format_event, render_report
+from toolweave.exceptions import PlanValidationError, ToolweaveError
+from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolResult
+from toolweave.tools._tool import ToolArguments
+
+if TYPE_CHECKING:
+    from toolweave.plan import Plan, PlanRun
+    from toolweave.tools._toolset import Toolset
+
+__all__ = ('load_plan_file', 'load_toolset', 'run_command', 'validate_command')
+
+PlanArgument = Annotated[
+    Path,
+    typer.Argument(metavar='PLAN.json', help='A plan file: id-based (`steps[].id/tool/arguments`) or index-based '
+                                            '(`goal`, `steps[].tool/args/description`).',
+                   show_default=False),
+]
+ToolsOption = Annotated[
+    str,
+    typer.Option('--tools', metavar='MODULE:ATTRIBUTE',
+                 help='Where the tools are: a Toolset, a list of tools or functions, or an object with @tool '
+                      'methods, e.g. examples.tools:TOOLS.', show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option('--json', help='Print machine-readable JSON only.')]
+
+
+def load_plan_file(path: Path) -> Any:
+    """The JSON data in `path`, or a usage error (exit 2) that says what is wrong with the file."""
+    hint = 'PLAN.json'
+    if not path.exists():
+        raise typer.BadParameter(f'Plan file not found: {str(path)!r}. Check the path (relative to {Path.cwd()}).',
+                                 param_hint=hint)
+    if path.is_dir():
+        raise typer.BadParameter(f'{str(path)!r} is a directory, not a plan file. Pass a .json file inside it.',
+                                 param_hint=hint)
+    try:
+        text = path.read_text(encoding='utf-8')
+    except UnicodeDecodeError as exc:
+        raise typer.BadParameter(f'Plan file {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}). '
+                                 'Save it as UTF-8 JSON.', param_hint=hint) from None
+    except OSError as exc:
+        raise typer.BadParameter(f'Cannot read plan file {str(path)!r}: {exc.strerror or exc}.',
+                                 param_hint=hint) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(
+            f'Plan file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}. '
+            'A plan is a JSON object such as {"steps": [{"id": "a", "tool": "...", "arguments": {}}]}.',
+            param_hint=hint) from None
+
+
+def load_toolset(spec: str) -> Toolset:
+    """Import `module:attribute` and resolve it into a Toolset, or a usage error (exit 2) naming the problem."""
+    from toolweave.tools._toolset import Toolset
+
+    obj = load_object(spec)
+    try:
+        if isinstance(obj, Toolset):
+            return obj
+        if isinstance(obj, Tool) or callable(obj) and not isinstance(obj, type):
+            return Toolset([obj])
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            return Toolset(obj)
+        return Toolset([obj])  # an object with @tool methods
+    except ToolweaveError as exc:
+        raise typer.BadParameter(f'{spec!r} does not give usable tools: {exc}', param_hint='--tools') from None
+
+
+def _fail_invalid(console: Console, problems: list[str], *, as_json: bool) -> NoReturn:
+    if as_json:
+        typer.echo(json.dumps({'valid': False, 'problems': problems}, indent=2))
+    else:
+        console.print(Text(f'Plan is invalid ({len(problems)} problem{"s" if len(problems) != 1 else ""}):',
+                           style='bold red'))
+        listing = Table.grid(padding=(0, 1))
+        listing.add_column(no_wrap=True)
+        listing.add_column()  # long problems wrap under their own text, not under the bullet
+        for problem in problems:
+            listing.add_row('  -', Text(problem))
+        console.print(listing)
+    raise typer.Exit(1)
+
+
+def _checked_plan(data: Any, toolset: Toolset, console: Console, *, as_json: bool) -> Plan:
+    """The parsed plan, or exit 1 listing every problem (structure, ids, tools, references, cycles at once)."""
+    from toolweave.plan import parse_plan, validate_plan
+
+    problems = validate_plan(data, toolset)
+    if problems:
+        _fail_invalid(console, problems, as_json=as_json)
+    try:
+        return parse_plan(data)
+    except PlanValidationError as exc:  # validate_plan found nothing, so this should not happen; stay clean
+        _fail_invalid(console, list(exc.problems) or [str(exc)], as_json=as_json)
+
+
+def _console() -> Console:
+    # Created per command, so it writes to whatever stdout is at call time (pipes, test runners).
+    return Console(highlight=False, soft_wrap=False)
+
+
+@app.command('validate')
+def validate_command(plan_file: PlanArgument, tools: ToolsOption, json_output: JsonOption = False) -> None:
+    """Check a plan against the tools without running anything: print every problem, or its shape."""
+    console = _console()
+    toolset = load_toolset(tools)
+    plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
+    waves = _waves(plan, toolset)
+    if json_output:
+        typer.echo(json.dumps({'valid': True, 'steps': len(plan.steps), 'waves': [list(w) for w in waves]}, indent=2))
+        return
+    console.print(Text(f'Plan is valid: {len(plan.steps)} steps, {len(waves)} waves', style='bold green'))
+    for index, wave in enumerate(waves):
+        console.print(Text(f'  wave {index}: {", ".join(wave)}'))
+
+
+def _waves(plan: Plan, toolset: Toolset) -> tuple[tuple[str, ...], ...]:
+    """The plan's waves, computed by the executor itself: a dry run against instant stand-ins of the tools
+    (same names and schemas, nothing real is called), so the grouping is exactly what `run` would use."""
+    from toolweave.plan import run_plan
+    from toolweave.tools._toolset import Toolset
+
+    stand_ins = Toolset([_StandIn(toolset.get(name).definition) for name in dict.fromkeys(s.tool for s in plan.steps)])
+    return anyio.run(partial(run_plan, plan, stand_ins)).waves
+
+
+class _StandIn(Tool):
+    def __init__(self, definition: ToolDefinition) -> None:
+        self._definition = definition.with_metadata(requires_approval=False)
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        return ToolResult.success('{}', {})
+
+
+@app.command('run')
+def run_command(
+    plan_file: PlanArgument,
+    tools: ToolsOption,
+    concurrency: Annotated[int | None, typer.Option('--concurrency', min=1, show_default='unlimited',
+                                                    help='At most this many steps run at once.')] = None,
+    step_timeout: Annotated[float | None, typer.Option('--step-timeout', min=0.001, metavar='SECONDS',
+                                                       help='Fail a step that runs longer than this.')] = None,
+    timeout: Annotated[float | None, typer.Option('--timeout', min=0.001, metavar='SECONDS',
+                                                  help='Cancel the steps still running after this.')] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run a plan: live step status, then a timeline, the summary the model would see, and totals."""
+    from toolweave.plan import run_plan
+
+    console = _console()
+    toolset = load_toolset(tools)
+    plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
+    _quiet_library_logs()
+    view = LiveSteps(plan)
+
+    def on_event(event: Any) -> None:
+        view.on_event(event)
+        if not json_output and not console.is_terminal:
+            console.print(Text(format_event(event)), soft_wrap=True)  # log lines: never wrapped or cut
+
+    execute = partial(run_plan, plan, toolset, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
+                      on_event=on_event)
+    try:
+        if json_output or not console.is_terminal:
+            run = anyio.run(execute)
+        else:
+            with Live(view, console=console, refresh_per_second=12, transient=True):
+                run = anyio.run(execute)
+    except PlanValidationError as exc:
+        _fail_invalid(console, list(exc.problems) or [str(exc)], as_json=json_output)
+    except ToolweaveError as exc:  # a configuration error or an exit-early signal stopped the plan
+        if json_output:
+            typer.echo(json.dumps({'stopped': True, 'error': f'{type(exc).__name__}: {exc}'}, indent=2))
+        else:
+            console.print(Text(f'Plan stopped: {type(exc).__name__}: {exc}', style='bold red'))
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print(Text('Interrupted.', style='bold red'))
+        raise typer.Exit(130) from None
+    _report(console, run, as_json=json_output)
+    if not run.ok:
+        raise typer.Exit(1)
+
+
+def _quiet_library_logs() -> None:
+    # Without logging configured, Python prints warnings (each failed tool call) to stderr through its
+    # last-resort handler, in the middle of the live view; the view already shows every failure.
+    if not logging.getLogger().handlers:
+        library = logging.getLogger('toolweave')
+        if not library.handlers:
+            library.addHandler(logging.NullHandler())
+
+
+def _report(console: Console, run: PlanRun, *, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(run.to_dict(), indent=2, default=str))
+        return
+    if not console.is_terminal:
+        console.print()
+    console.print(render_report(run, console.width))

@@ -3,5 +3,20 @@
 from __future__ import annotations
 
 # --- fake tools (foundation) ---
+from toolweave.testing._fake_tools import (
+    FakeCall,
+    FakeTool,
+    concat_tool,
+    echo_tool,
+    huge_output,
+    non_json_output,
+)
 
 # --- fake models (agent) ---
+from toolweave.testing._models import (
+    FunctionModel,
+    ModelRequest,
+    ScriptedModel,
+    estimate_tokens,
+    estimate_usage,
+)

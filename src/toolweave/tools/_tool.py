@@ -2,19 +2,22 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from time import perf_counter
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 
 from toolweave import _runtime
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
 from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition
+from toolweave.tools._definition import ToolDefinition, ToolMetadata
 from toolweave.tools._metrics import log_call
 from toolweave.tools._result import ToolResult
+
+if TYPE_CHECKING:
+    from toolweave.tools._programmatic import Parameter
 
 __all__ = ('Tool', 'ToolArguments', 'load_arguments')
 
@@ -69,6 +72,23 @@ class Tool(ABC):
     def call_sync(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
         """`call` for scripts and notebooks that have no event loop running."""
         return anyio.run(partial(self.call, arguments, context))
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        description: str,
+        handler: Callable[..., Any],
+        parameters: Sequence[Parameter] | None = None,
+        *,
+        metadata: ToolMetadata | None = None,
+    ) -> Tool:
+        """A tool built in code (see `toolweave.tools._programmatic`): the handler receives the arguments dict,
+        or, when it takes one model-typed input and no `parameters` are given, the validated model (typed tool).
+        """
+        from toolweave.tools._programmatic import create_tool
+
+        return create_tool(name, description, handler, parameters, metadata=metadata)
 
     @staticmethod
     def _finish(name: str, arguments: ToolArguments, result: ToolResult, start: float) -> ToolResult:

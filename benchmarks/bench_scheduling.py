@@ -1,0 +1,259 @@
+"""Scheduling quality: how close does a plan's makespan get to its critical path?
+
+For seeded random DAGs of 20-500 steps (varied width and depth) every step sleeps a heavy-tailed latency.
+The critical path (the longest latency-weighted dependency chain) is a lower bound on any schedule, so
+`makespan / critical path` measures the scheduler: 1.00 is perfect. Two executors run the same DAGs in the
+same process, interleaved:
+
+- `toolweave`: `run_plan` (eager: a step starts as soon as its last dependency finishes);
+- `waves`: the reference wave-by-wave executor below (run wave k to completion, then wave k + 1), which
+  waits for the slowest step of every wave.
+
+Sleeping is not free: every `sleep` overshoots its delay a little (event-loop timer granularity), and that
+overshoot lies on the critical path too. So the table also shows `makespan / measured critical path`, the
+critical path recomputed from each step's measured duration; it isolates the scheduler from the timer.
+
+Run: `python -m benchmarks.bench_scheduling` (about a minute), `--quick` (a few small DAGs, a few seconds).
+Writes `benchmarks/results/scheduling.json` (or `--output PATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchmarks._dags import FakeTool, critical_path, dependencies, random_dag, sample_latencies, waves
+from toolweave.tools import Tool
+
+__all__ = ('DagResult', 'main', 'run_waves')
+
+RESULTS = Path(__file__).parent / 'results' / 'scheduling.json'
+SIZES = (20, 50, 100, 200, 500)
+QUICK_SIZES = (20, 50)
+TARGET_MEDIAN = 1.02
+TARGET_P95 = 1.05
+
+
+# --- the reference: the seed's wave-by-wave executor ---------------------------------------------------------
+
+def _resolve(value: Any, outputs: Mapping[str, str]) -> Any:
+    if isinstance(value, str) and value.startswith('$ref:'):
+        return outputs[value[5:]]
+    if isinstance(value, dict):
+        return {key: _resolve(item, outputs) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolve(item, outputs) for item in value]
+    return value
+
+
+async def run_waves(plan: Mapping[str, Any], tools: Mapping[str, Tool]) -> dict[str, tuple[float, float]]:
+    """Run `plan` wave by wave: every step of wave k runs concurrently, wave k + 1 starts when all of wave k
+    has finished, and outputs are published between waves. Returns each step's (start, end) in seconds
+    since the run started."""
+    steps = {str(step['id']): step for step in plan['steps']}
+    outputs: dict[str, str] = {}
+    times: dict[str, tuple[float, float]] = {}
+    start = time.perf_counter()
+
+    async def run_step(step_id: str, finished: dict[str, str]) -> None:
+        step = steps[step_id]
+        began = time.perf_counter() - start
+        result = await tools[step['tool']].call(_resolve(step['arguments'], outputs))
+        finished[step_id] = result.text
+        times[step_id] = (began, time.perf_counter() - start)
+
+    for wave in waves(plan):
+        finished: dict[str, str] = {}
+        async with anyio.create_task_group() as group:
+            for step_id in wave:
+                group.start_soon(run_step, step_id, finished)
+        outputs.update(finished)
+    return times
+
+
+# --- measurement -----------------------------------------------------------------------------------------------
+
+@dataclass
+class DagResult:
+    """One DAG, run by both executors."""
+
+    size: int
+    seed: int
+    depth: int
+    width: int
+    edges: int
+    critical_path: float
+    """Seconds, from the sampled latencies."""
+    makespan: dict[str, float] = field(default_factory=dict[str, float])
+    """Wall-clock seconds per executor."""
+    measured_critical_path: dict[str, float] = field(default_factory=dict[str, float])
+    """Critical path recomputed from the durations each executor measured for its steps."""
+
+    def ratio(self, executor: str) -> float:
+        return self.makespan[executor] / self.critical_path
+
+    def measured_ratio(self, executor: str) -> float:
+        return self.makespan[executor] / self.measured_critical_path[executor]
+
+
+async def _run_toolweave(plan: dict[str, Any], tool: Tool) -> tuple[float, dict[str, float]]:
+    from toolweave.plan import run_plan
+
+    start = time.perf_counter()
+    run = await run_plan(plan, [tool])
+    makespan = time.perf_counter() - start
+    if not run.ok:
+        raise RuntimeError(f'toolweave run of a benchmark DAG did not succeed:\n{run.summary[:2000]}')
+    return makespan, {s.id: s.duration or 0.0 for s in run.steps}
+
+
+async def _run_reference(plan: dict[str, Any], tool: Tool) -> tuple[float, dict[str, float]]:
+    start = time.perf_counter()
+    times = await run_waves(plan, {tool.name: tool})
+    makespan = time.perf_counter() - start
+    return makespan, {step: end - began for step, (began, end) in times.items()}
+
+
+async def _measure_dag(size: int, seed: int, *, median: float, max_depth: int) -> DagResult:
+    # Depth between 4 and `max_depth` keeps every DAG's critical path under about a second.
+    depth_target = 4 + seed % (max_depth - 3)
+    width = max(1, round(size / depth_target))
+    plan = random_dag(size, seed=seed, width=width, max_deps=3, shuffle=True)
+    latencies = sample_latencies(plan, seed=seed, median=median)
+    tool = FakeTool(latencies)
+    result = DagResult(
+        size=size, seed=seed, depth=len(waves(plan)), width=width,
+        edges=sum(len(d) for d in dependencies(plan).values()), critical_path=critical_path(plan, latencies),
+    )
+    runners = {'toolweave': _run_toolweave, 'waves': _run_reference}
+    order = list(runners) if seed % 2 == 0 else list(reversed(runners))  # alternate who runs first
+    for name in order:
+        makespan, durations = await runners[name](plan, tool)
+        result.makespan[name] = makespan
+        result.measured_critical_path[name] = critical_path(plan, durations)
+    return result
+
+
+async def _sleep_overshoot(delay: float = 0.008, samples: int = 30) -> dict[str, float]:
+    """How late `anyio.sleep(delay)` wakes up on this machine (the timer's share of every step)."""
+    late: list[float] = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        await anyio.sleep(delay)
+        late.append(time.perf_counter() - start - delay)
+    late.sort()
+    return {'delay_ms': delay * 1000, 'median_ms': statistics.median(late) * 1000,
+            'p95_ms': _quantile(late, 0.95) * 1000, 'max_ms': late[-1] * 1000}
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float('nan')
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {'median': statistics.median(values), 'p95': _quantile(values, 0.95), 'max': max(values)}
+
+
+def _summarise(results: Sequence[DagResult], sizes: Sequence[int]) -> dict[str, Any]:
+    classes: dict[str, Any] = {}
+    for label, group in [(str(size), [r for r in results if r.size == size]) for size in sizes] + [('all', results)]:
+        if not group:
+            continue
+        classes[label] = {
+            'dags': len(group),
+            'critical_path_ms': statistics.median(r.critical_path for r in group) * 1000,
+            **{name: {'ratio': _stats([r.ratio(name) for r in group]),
+                      'measured_ratio': _stats([r.measured_ratio(name) for r in group])}
+               for name in ('toolweave', 'waves')},
+        }
+    return classes
+
+
+def _print_table(classes: Mapping[str, Any]) -> None:
+    print('\nmakespan / critical path (sampled latencies; 1.00 = perfect), and [makespan / measured critical path]')
+    header = (f'{"steps":>6} {"dags":>4} {"cp ms":>7} | {"toolweave med":>13} {"p95":>6} {"max":>6}'
+              f' {"[med":>6} {"p95]":>6} | {"waves med":>9} {"p95":>6} {"max":>6}')
+    print(header)
+    print('-' * len(header))
+    for label, row in classes.items():
+        tw, wv = row['toolweave'], row['waves']
+        print(f'{label:>6} {row["dags"]:>4} {row["critical_path_ms"]:>7.0f} | {tw["ratio"]["median"]:>13.3f} '
+              f'{tw["ratio"]["p95"]:>6.3f} {tw["ratio"]["max"]:>6.3f} {tw["measured_ratio"]["median"]:>6.3f} '
+              f'{tw["measured_ratio"]["p95"]:>6.3f} | {wv["ratio"]["median"]:>9.3f} {wv["ratio"]["p95"]:>6.3f} '
+              f'{wv["ratio"]["max"]:>6.3f}')
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table and write the JSON report; returns the report."""
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_scheduling', description=__doc__.split('\n')[0])
+    parser.add_argument('--quick', action='store_true', help='a few small DAGs (seconds, for smoke tests)')
+    parser.add_argument('--dags', type=int, default=None, help='DAGs per size class (default 12, quick 2)')
+    parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
+    parser.add_argument('--backend', choices=('asyncio', 'trio'), default='asyncio')
+    args = parser.parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else SIZES
+    per_size = args.dags or (2 if args.quick else 12)
+    median, max_depth = (0.004, 8) if args.quick else (0.008, 30)
+
+    async def measure() -> tuple[list[DagResult], dict[str, float]]:
+        overshoot = await _sleep_overshoot()
+        results = []
+        for size in sizes:
+            for seed in range(per_size):
+                result = await _measure_dag(size, seed, median=median, max_depth=max_depth)
+                results.append(result)
+                print(f'  {size:>4} steps, seed {seed:>2}: depth {result.depth:>3}, '
+                      f'cp {result.critical_path * 1000:6.0f} ms, toolweave {result.ratio("toolweave"):.3f}, '
+                      f'waves {result.ratio("waves"):.3f}',
+                      flush=True)
+        return results, overshoot
+
+    started = time.perf_counter()
+    print(f'Scheduling benchmark ({"quick" if args.quick else "full"}): sizes {list(sizes)}, {per_size} DAGs each, '
+          f'backend {args.backend}', flush=True)
+    results, overshoot = anyio.run(measure, backend=args.backend)
+    classes = _summarise(results, sizes)
+    _print_table(classes)
+    overall = classes['all']['toolweave']['ratio']
+    verdict = overall['median'] <= TARGET_MEDIAN and overall['p95'] <= TARGET_P95
+    print(f'\nsleep({overshoot["delay_ms"]:.0f} ms) wakes late by median {overshoot["median_ms"]:.2f} ms, '
+          f'p95 {overshoot["p95_ms"]:.2f} ms')
+    print(f'target for toolweave: median <= {TARGET_MEDIAN}, p95 <= {TARGET_P95}: '
+          f'{"met" if verdict else "MISSED"} (median {overall["median"]:.3f}, p95 {overall["p95"]:.3f})')
+    report = {
+        'benchmark': 'scheduling',
+        'mode': 'quick' if args.quick else 'full',
+        'backend': args.backend,
+        'python': sys.version.split()[0],
+        'platform': platform.platform(),
+        'latency': {'distribution': 'lognormal, clipped to [1 ms, 60 ms]', 'median_s': median},
+        'sleep_overshoot': overshoot,
+        'targets': {'median': TARGET_MEDIAN, 'p95': TARGET_P95, 'met': verdict},
+        'classes': classes,
+        'dags': [asdict(r) for r in results],
+        'seconds': time.perf_counter() - started,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + '\n')
+    print(f'wrote {args.output} ({report["seconds"]:.1f} s)')
+    return report
+
+
+if __name__ == '__main__':
+    main()

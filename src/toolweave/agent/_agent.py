@@ -1,0 +1,311 @@
+"""`Agent`: a model, instructions and tools; `run` drives the tool loop and returns an `AgentRunResult`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from toolweave import _runtime
+from toolweave.agent._blackboard import Blackboard
+from toolweave.agent._events import AgentEvent, EventHub, MessageEvent
+from toolweave.agent._loop import FinishReason, LoopTools, run_loop
+from toolweave.agent._planning import AgentPlanTool
+from toolweave.agent._process import AgentProcess, Budget, RunUsage
+from toolweave.approval import ReviewHandler, use_review_handler
+from toolweave.exceptions import ControlFlowSignal, UsageLimitExceeded, UserError
+from toolweave.models._base import Message, Model, ModelSettings, SystemMessage, UserMessage
+from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
+from toolweave.tools._definition import ToolDefinition
+from toolweave.tools._tool import Tool
+from toolweave.tools._toolset import Toolset
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from toolweave.agent._subagent import SubAgentTool
+    from toolweave.plan import PlanRun
+
+__all__ = ('Agent', 'AgentRunResult')
+
+DEFAULT_MAX_ITERATIONS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRunResult:
+    """What one `Agent.run` produced."""
+
+    output: str
+    """The final answer: the text of the model's last reply, or the output of a `return_direct` tool."""
+    messages: tuple[Message, ...]
+    """The whole conversation, including `message_history` passed to `run` and the final reply."""
+    usage: RunUsage
+    """LLM calls, input and output tokens (as the model reported them) and tool calls."""
+    plan_runs: tuple[PlanRun, ...]
+    """Every plan run through `execute_tool_plan`, in order, with its full step records."""
+    process: AgentProcess
+    """The run's process: blackboard, tool call history, timings, status."""
+    finish_reason: FinishReason = 'final_answer'
+
+
+class Agent:
+    """A model with instructions and tools. `run` (async) and `run_sync` drive the tool loop: send the messages
+    and tool definitions, run every tool call of a reply concurrently, repeat until a reply has no tool calls.
+
+    ```python
+    from toolweave import Agent, tool
+    from toolweave.testing import ScriptedModel
+
+    @tool
+    def add(a: int, b: int) -> int:
+        \"\"\"Add two numbers.\"\"\"
+        return a + b
+
+    model = ScriptedModel([{'tool': 'add', 'arguments': {'a': 2, 'b': 3}}, 'The sum is 5.'])
+    result = Agent(model, tools=[add]).run_sync('What is 2 + 3?')
+    print(result.output, result.usage.llm_calls, result.usage.tool_calls)
+    #> The sum is 5. 2 1
+    ```
+
+    Args:
+        model: A `Model`, or a model string such as `'openai:gpt-4o-mini'` (see `toolweave.models.infer_model`).
+        instructions: The system prompt.
+        tools: Anything `Toolset` resolves (tools, functions, objects with `@tool` methods, toolsets, groups).
+            A `Toolset` is used as is, so tools added to it later are offered too.
+        tool_planning: Offer the `execute_tool_plan` meta-tool and append its "# Tool Planning" instructions,
+            when there is at least one tool (MT-1..MT-3).
+        max_iterations: The most model calls one run may make; reaching it raises `UsageLimitExceeded`.
+        review_handler: Reviews every call of a tool that requires approval during a run (also inside plans
+            and sub-agents). `None` keeps whatever handler the caller installed.
+        context: The agent's call context (tenant ids, tokens...), passed to every tool call; a run's own
+            `context` is merged over it, the run's entries winning (CX-8).
+        budget: Limits of each run (LLM calls, tokens, tool calls); see `Budget`.
+        settings: Model settings sent with every request.
+        name: The agent's name (the default tool name of `as_tool`; shown in errors).
+        description: What the agent does (the default description of `as_tool`).
+        plan_options: Options for the plan executor (`concurrency`, `step_timeout`, `timeout`, ...).
+    """
+
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        instructions: str = '',
+        tools: Toolset | Iterable[object] = (),
+        tool_planning: bool = False,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        review_handler: ReviewHandler | None = None,
+        context: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
+        settings: ModelSettings | None = None,
+        name: str = 'agent',
+        description: str | None = None,
+        plan_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = _resolve_model(model)
+        if not isinstance(instructions, str):
+            raise UserError(f'Agent instructions must be a string, got {type(instructions).__name__}.')
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+            raise UserError(f'Agent max_iterations must be an int >= 1, got {max_iterations!r}.')
+        if review_handler is not None and not isinstance(review_handler, ReviewHandler):
+            raise UserError(f'Agent review_handler must be a ReviewHandler (an object with `async review(request)`), '
+                            f'got {type(review_handler).__name__}.')
+        if budget is not None and not isinstance(budget, Budget):
+            raise UserError(f'Agent budget must be a Budget, got {type(budget).__name__}.')
+        self.toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
+        self.base_instructions = instructions
+        self.max_iterations = max_iterations
+        self.review_handler = review_handler
+        self.context = ToolCallContext.of(context)
+        self.budget = budget or Budget()
+        self.settings = settings
+        self.name = name
+        self.description = description
+        self.plan_options = dict(plan_options or {})
+        self.events = EventHub()
+        """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""
+        self.plan_tool: AgentPlanTool | None = None
+        if tool_planning and len(self.toolset) > 0:  # MT-3: no tools, no meta-tool
+            self.plan_tool = AgentPlanTool(self.toolset, self.plan_options)
+
+    @property
+    def tool_planning(self) -> bool:
+        """Whether the plan meta-tool is offered (planning was asked for and there is at least one tool)."""
+        return self.plan_tool is not None
+
+    @property
+    def instructions(self) -> str:
+        """The system prompt sent: the instructions, plus the tool planning section when planning is on."""
+        if self.plan_tool is None:
+            return self.base_instructions
+        from toolweave.plan import planning_instructions
+
+        section = planning_instructions()
+        return f'{self.base_instructions.rstrip()}\n\n{section}' if self.base_instructions.strip() else section
+
+    def tool_definitions(self) -> list[ToolDefinition]:
+        """What the model is offered: the toolset's definitions, then `execute_tool_plan` when planning is on."""
+        definitions = self.toolset.definitions()
+        if self.plan_tool is not None:
+            definitions.append(self.plan_tool.definition)
+        return definitions
+
+    def with_context(self, context: Mapping[str, Any]) -> Agent:
+        """A copy of this agent whose context is this one's merged with `context` (later calls accumulate,
+        conflicting keys take the newest value, CX-9). To replace the context instead, build a new `Agent`."""
+        clone = object.__new__(Agent)
+        clone.__dict__.update(self.__dict__)
+        clone.context = self.context.merge(ToolCallContext.of(context))
+        clone.events = EventHub()
+        return clone
+
+    # --- running -------------------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        message_history: Sequence[Message] | None = None,
+        on_event: Callable[[AgentEvent], Any] | None = None,
+    ) -> AgentRunResult:
+        """Run the tool loop on `prompt`.
+
+        Args:
+            prompt: The user's message.
+            context: This run's call context, merged over the agent's (the run's entries win, CX-8). Every tool
+                call of the run receives the merged context plus a fresh loop id under `toolweave.loop_id`.
+            message_history: Earlier messages of the conversation (for example `result.messages` of the last
+                run); the agent's system prompt is added only if the history does not start with one.
+            on_event: Called with every event of this run (tool calls, plan steps, progress, messages).
+
+        Raises:
+            UsageLimitExceeded: A budget or `max_iterations` stopped the run (`exc.process` is the process).
+            ToolConfigurationError: A tool is misconfigured (for example it needs a review handler).
+            ExitEarly: A tool or reviewer stopped the run.
+            ModelError: The model provider failed.
+        """
+        return await self._run(prompt, context=context, message_history=message_history, on_event=on_event)
+
+    def run_sync(
+        self,
+        prompt: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        message_history: Sequence[Message] | None = None,
+        on_event: Callable[[AgentEvent], Any] | None = None,
+    ) -> AgentRunResult:
+        """`run` for scripts with no event loop running."""
+        return anyio.run(partial(self.run, prompt, context=context, message_history=message_history,
+                                 on_event=on_event))
+
+    async def _run(
+        self,
+        prompt: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        message_history: Sequence[Message] | None = None,
+        on_event: Callable[[AgentEvent], Any] | None = None,
+        parent: AgentProcess | None = None,
+        inputs: Sequence[tuple[object, str | None]] = (),
+    ) -> AgentRunResult:
+        if not isinstance(prompt, str):
+            raise UserError(f'Agent prompt must be a string, got {type(prompt).__name__}: {prompt!r}.')
+        effective = self.context.merge(ToolCallContext.of(context)).merge({LOOP_ID_KEY: uuid.uuid4().hex})
+        board = parent.blackboard.spawn() if parent is not None else Blackboard()
+        process = AgentProcess(agent_name=self.name, budget=self.budget, parent=parent, blackboard=board,
+                               context=effective)
+        for value, name in inputs:
+            board.add(value, name)
+        process.events.subscribe(self.events.emit)
+        if on_event is not None:
+            process.events.subscribe(on_event)
+        messages = self._start_messages(prompt, message_history, process)
+        try:
+            reviewing: AbstractContextManager[None] = (
+                use_review_handler(self.review_handler) if self.review_handler is not None else nullcontext()
+            )
+            with _runtime.using(_runtime.process_var, process), reviewing:
+                await self.toolset.load()
+                outcome = await run_loop(self.model, self._loop_tools(), process, messages,
+                                         settings=self.settings, max_iterations=self.max_iterations)
+        except UsageLimitExceeded:
+            process.finish('stopped', process.stop_reason)
+            raise
+        except ControlFlowSignal as exc:
+            process.finish('stopped', f'{type(exc).__name__}: {exc}')
+            raise
+        except anyio.get_cancelled_exc_class():
+            process.finish('stopped', 'cancelled')
+            raise
+        except BaseException as exc:
+            process.finish('failed', f'{type(exc).__name__}: {exc}')
+            raise
+        finally:
+            if parent is not None:
+                board.publish()
+                parent.add_usage(process.usage)
+        process.finish('completed')
+        return AgentRunResult(outcome.output, tuple(messages), process.usage, tuple(process.plan_runs), process,
+                              outcome.finish_reason)
+
+    def _start_messages(self, prompt: str, history: Sequence[Message] | None,
+                        process: AgentProcess) -> list[Message]:
+        messages: list[Message] = list(history or ())
+        instructions = self.instructions
+        if instructions and not (messages and isinstance(messages[0], SystemMessage)):
+            messages.insert(0, SystemMessage(instructions))
+        messages.append(UserMessage(prompt))
+        for message in messages[len(history or ()):]:
+            process.emit(MessageEvent(process_id=process.id, time=process.elapsed(), message=message))
+        return messages
+
+    def _loop_tools(self) -> LoopTools:
+        plan_tool = self.plan_tool
+
+        def find(name: str) -> Tool | None:
+            if plan_tool is not None and name == plan_tool.name:
+                return plan_tool
+            return self.toolset.find(name) if isinstance(name, str) else None
+
+        def available() -> list[str]:
+            return [d.name for d in self.tool_definitions()]
+
+        return LoopTools(self.tool_definitions, find, available, lambda tool: tool is not plan_tool)
+
+    # --- sub-agents -----------------------------------------------------------------------------------------
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: type[BaseModel] | None = None,
+        prompt: Callable[[Any], str] | None = None,
+    ) -> SubAgentTool:
+        """This agent as a tool another agent can call (a sub-agent); see `SubAgentTool`."""
+        from toolweave.agent._subagent import SubAgentTool
+
+        return SubAgentTool(self, name=name, description=description, input_type=input_type, prompt=prompt)
+
+    def __repr__(self) -> str:
+        return (f'Agent(name={self.name!r}, model={self.model.name!r}, tools={self.toolset.names}, '
+                f'tool_planning={self.tool_planning})')
+
+
+def _resolve_model(model: Model | str) -> Model:
+    if isinstance(model, str):
+        from toolweave.models import infer_model
+
+        return infer_model(model)
+    if not isinstance(model, Model):
+        raise UserError(
+            f'Agent model must be a Model (an object with `name` and `async respond(messages, tools, settings)`) '
+            f"or a model string such as 'openai:gpt-4o-mini', got {type(model).__name__}: {model!r}."
+        )
+    return model

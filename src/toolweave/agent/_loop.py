@@ -1,0 +1,130 @@
+"""The tool loop: ask the model, run the tool calls it asked for (concurrently), repeat until it answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+import anyio
+
+from toolweave.agent._events import MessageEvent, ToolCallFinished, ToolCallStarted
+from toolweave.agent._process import AgentProcess, ToolCallRecord
+from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UsageLimitExceeded
+from toolweave.models._base import AssistantMessage, Message, Model, ModelSettings, ToolCall, ToolMessage
+from toolweave.tools._definition import ToolDefinition
+from toolweave.tools._result import ToolResult
+from toolweave.tools._tool import Tool
+
+__all__ = ('FinishReason', 'LoopOutcome', 'LoopTools', 'run_loop')
+
+FinishReason: TypeAlias = Literal['final_answer', 'return_direct']
+"""`final_answer`: the model replied without tool calls; `return_direct`: a `return_direct` tool ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopTools:
+    """What the loop needs from the agent's tools, read afresh on every iteration (tools added to a toolset
+    during a run are offered from the next model call on)."""
+
+    definitions: Callable[[], list[ToolDefinition]]
+    find: Callable[[str], Tool | None]
+    available: Callable[[], list[str]]
+    counts_as_tool_call: Callable[[Tool], bool]
+    """Whether a call of this tool counts in `RunUsage.tool_calls` (the plan meta-tool counts its steps)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopOutcome:
+    output: str
+    finish_reason: FinishReason
+
+
+async def run_loop(
+    model: Model,
+    tools: LoopTools,
+    process: AgentProcess,
+    messages: list[Message],
+    *,
+    settings: ModelSettings | None,
+    max_iterations: int,
+) -> LoopOutcome:
+    """Run the loop, appending to `messages` in place. Raises `UsageLimitExceeded` on a budget or on
+    `max_iterations`; lets `ToolConfigurationError` and control-flow signals from tools propagate."""
+    iteration = 0
+    while True:
+        if iteration >= max_iterations:
+            process.finish('stopped', f'max_iterations={max_iterations} reached without a final answer')
+            exc = UsageLimitExceeded(
+                f'Agent {process.agent_name!r} (process {process.id}) reached max_iterations={max_iterations}: '
+                f'the model asked for tools in each of its {iteration} replies and gave no final answer. Raise '
+                '`max_iterations`, or say in the instructions when the model should stop and answer.'
+            )
+            exc.process = process
+            raise exc
+        iteration += 1
+        process.check_before_model_call()
+        response = await model.respond(list(messages), tools.definitions(), settings)
+        process.record_model_call(response.usage)
+        reply = AssistantMessage(response.text, response.tool_calls)
+        _append(process, messages, reply)
+        process.check_after_model_call()
+        if not response.tool_calls:
+            return LoopOutcome(response.text or '', 'final_answer')
+        resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
+        process.check_tool_calls(sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool)))
+        results = await _run_calls(process, tools, resolved)
+        for call, result in zip(response.tool_calls, results, strict=True):
+            _append(process, messages, ToolMessage(call.id, call.name, result.text, is_error=not result.ok))
+        for (_, tool), result in zip(resolved, results, strict=True):
+            if tool is not None and tool.definition.metadata.return_direct:
+                return LoopOutcome(result.text, 'return_direct')
+
+
+def _append(process: AgentProcess, messages: list[Message], message: Message) -> None:
+    messages.append(message)
+    process.emit(MessageEvent(process_id=process.id, time=process.elapsed(), message=message))
+
+
+async def _run_calls(
+    process: AgentProcess, tools: LoopTools, calls: Sequence[tuple[ToolCall, Tool | None]]
+) -> list[ToolResult]:
+    """Run every call of one reply concurrently; results in the order of the calls. A configuration error or
+    control-flow signal from one call cancels the others and is re-raised as itself (not as a group)."""
+    results: list[ToolResult | None] = [None] * len(calls)
+    escaped: list[BaseException] = []
+
+    async def call_one(index: int, call: ToolCall, tool: Tool | None, scope: anyio.CancelScope) -> None:
+        try:
+            results[index] = await _call_tool(process, tools, call, tool)
+        except (ToolConfigurationError, ControlFlowSignal) as exc:
+            escaped.append(exc)
+            scope.cancel()
+
+    if len(calls) == 1:
+        call, tool = calls[0]
+        return [await _call_tool(process, tools, call, tool)]
+    async with anyio.create_task_group() as group:
+        for index, (call, tool) in enumerate(calls):
+            group.start_soon(call_one, index, call, tool, group.cancel_scope)
+    if escaped:
+        raise escaped[0]
+    return [result if result is not None else ToolResult.failure('Tool call was cancelled') for result in results]
+
+
+async def _call_tool(process: AgentProcess, tools: LoopTools, call: ToolCall, tool: Tool | None) -> ToolResult:
+    started = process.elapsed()
+    process.emit(ToolCallStarted(process_id=process.id, time=started, call_id=call.id, tool_name=call.name,
+                                 arguments=call.arguments))
+    if tool is None:
+        available = ', '.join(tools.available()) or '(none)'
+        result = ToolResult.failure(f'Unknown tool {call.name!r}. Available tools: {available}.')
+    else:
+        if tools.counts_as_tool_call(tool):
+            process.record_tool_calls(1)
+        result = await tool.call(call.arguments, process.context)
+    ended = process.elapsed()
+    process.record_call(ToolCallRecord(call.id, call.name, call.arguments, result, started, ended))
+    process.emit(ToolCallFinished(process_id=process.id, time=ended, call_id=call.id, tool_name=call.name,
+                                  result=result, duration=ended - started))
+    return result

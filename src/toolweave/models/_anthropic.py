@@ -1,0 +1,338 @@
+"""Anthropic Messages on the official `anthropic` SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from toolweave.exceptions import ModelError, UserError
+from toolweave.models._base import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    ModelSettings,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from toolweave.models._guard import check_allow_model_requests
+from toolweave.models._retry import (
+    ProviderFailure,
+    RetryPolicy,
+    call_with_retries,
+    failure_to_model_error,
+    parse_retry_after,
+    provider_message,
+)
+from toolweave.models._shared import HttpClient, as_httpx2_client, merge_settings, plain_json_object
+from toolweave.tools._definition import ToolDefinition
+
+try:
+    import anthropic
+    from anthropic.types import (
+        ContentBlockParam,
+        MessageParam,
+        TextBlockParam,
+        ToolParam,
+        ToolResultBlockParam,
+        ToolUseBlockParam,
+    )
+    from anthropic.types import Message as AnthropicMessage
+except ImportError as _exc:  # pragma: no cover - exercised by a test that hides the package
+    raise ImportError(
+        'Please install the `anthropic` package to use Anthropic models: `pip install "toolweave[anthropic]"`.'
+    ) from _exc
+
+__all__ = ('AnthropicModel',)
+
+ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
+DEFAULT_MAX_TOKENS = 4096
+
+_AUTH_ERROR_TEXT = 'Could not resolve authentication method'
+
+
+class AnthropicModel:
+    """A Claude model through the Anthropic Messages API.
+
+    Requests go through `anthropic.AsyncAnthropic` with the SDK's own retries off; rate limits, overload (529)
+    and transient errors are retried by `retry` (a [`RetryPolicy`][toolweave.models.RetryPolicy]).
+
+    Args:
+        model_name: The model, such as `claude-sonnet-4-5`.
+        api_key: The key; defaults to the SDK's lookup (`ANTHROPIC_API_KEY`, then its other credential sources).
+        base_url: The API root; `None` means Anthropic's.
+        http_client: An `httpx2.AsyncClient` or `httpx.AsyncClient` to send requests with (a mock transport in
+            tests). It stays open; closing it is the caller's job.
+        client: A ready `anthropic.AsyncAnthropic`; it is copied with `max_retries=0`.
+        max_tokens: The reply limit the Messages API requires; `settings.max_tokens` overrides it.
+        max_retries: Retries after the first attempt; overrides `retry.max_retries` when given.
+        retry: The backoff policy.
+        settings: Default settings; the `settings` passed to `respond` override them field by field.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: HttpClient | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_retries: int | None = None,
+        retry: RetryPolicy | None = None,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        if not isinstance(model_name, str) or not model_name.strip():
+            raise UserError(f'model_name of AnthropicModel must be a non-empty string, got {model_name!r}.')
+        if client is not None and (http_client is not None or base_url is not None or api_key is not None):
+            raise UserError(
+                'AnthropicModel got `client=` together with `http_client=`, `base_url=` or `api_key=`. '
+                'Configure the `anthropic.AsyncAnthropic` you pass instead, or pass only the other arguments.'
+            )
+        if client is not None and not isinstance(client, anthropic.AsyncAnthropic):
+            raise UserError(
+                f'client of AnthropicModel must be an `anthropic.AsyncAnthropic`, got {type(client).__name__}.'
+            )
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise UserError(f'max_tokens of AnthropicModel must be an int >= 1, got {max_tokens!r}.')
+        self.model_name = model_name
+        self.max_tokens = max_tokens
+        self.settings = settings or ModelSettings()
+        policy = retry or RetryPolicy()
+        self.retry = policy if max_retries is None else RetryPolicy(
+            max_retries=max_retries,
+            initial_delay=policy.initial_delay,
+            max_delay=policy.max_delay,
+            jitter=policy.jitter,
+            max_retry_after=policy.max_retry_after,
+            sleep=policy.sleep,
+            random=policy.random,
+        )
+        self._api_key = api_key
+        self._base_url = base_url
+        self._http_client = None if http_client is None else as_httpx2_client(http_client, adapter='AnthropicModel')
+        self._guarded = client is None and http_client is None
+        self._owns_client = client is None and http_client is None
+        self._client = None if client is None else client.with_options(max_retries=0)
+
+    @property
+    def name(self) -> str:
+        return f'anthropic:{self.model_name}'
+
+    @property
+    def base_url(self) -> str:
+        if self._client is not None:
+            return str(self._client.base_url).rstrip('/')
+        return (self._base_url or ANTHROPIC_BASE_URL).rstrip('/')
+
+    def __repr__(self) -> str:
+        return f'AnthropicModel({self.model_name!r})'
+
+    async def respond(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Send the conversation and tool definitions; return the model's text and tool calls."""
+        if self._guarded:
+            check_allow_model_requests(self.name)
+        client = self._get_client()
+        request = self.build_request(messages, tools, merge_settings(self.settings, settings))
+
+        async def send() -> object:
+            try:
+                # `request` is built (and typed) block by block; the SDK's overloads only see a dict here.
+                reply: object = await client.messages.create(**request)
+            except anthropic.CredentialsError as exc:
+                raise self._no_credentials(str(exc)) from exc
+            except TypeError as exc:
+                # The SDK checks for a credential only when it builds the request, and says so with a TypeError.
+                if _AUTH_ERROR_TEXT in str(exc):
+                    raise self._no_credentials('no API key found') from exc
+                raise
+            return reply
+
+        reply = await call_with_retries(send, policy=self.retry, classify=_classify, give_up=self._give_up)
+        return self._parse(reply)
+
+    def build_request(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
+    ) -> dict[str, Any]:
+        """The keyword arguments for `messages.create`, exactly as they go on the wire."""
+        system = '\n\n'.join(m.content for m in messages if isinstance(m, SystemMessage))
+        request: dict[str, Any] = {
+            'model': self.model_name,
+            'max_tokens': settings.max_tokens if settings.max_tokens is not None else self.max_tokens,
+            'messages': _conversation(messages),
+        }
+        if system:
+            request['system'] = system
+        if tools:
+            request['tools'] = [_tool(t) for t in tools]
+            if settings.parallel_tool_calls is False:
+                request['tool_choice'] = {'type': 'auto', 'disable_parallel_tool_use': True}
+        if settings.temperature is not None:
+            # The SDK no longer lists `temperature`; the API still reads it from the body.
+            request['extra_body'] = {'temperature': settings.temperature}
+        if settings.timeout is not None:
+            request['timeout'] = settings.timeout
+        return request
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this model created it (a caller's `http_client` or `client` stays open)."""
+        if self._owns_client and self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _get_client(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            try:
+                self._client = anthropic.AsyncAnthropic(
+                    api_key=self._api_key,
+                    base_url=self._base_url,
+                    http_client=self._http_client,
+                    max_retries=0,
+                )
+            except anthropic.CredentialsError as exc:
+                raise self._no_credentials(str(exc)) from exc
+        return self._client
+
+    def _no_credentials(self, detail: str) -> ModelError:
+        return ModelError(
+            f'No usable credentials for model {self.name!r} ({detail}). '
+            'Set ANTHROPIC_API_KEY or pass `api_key=...` to `AnthropicModel(...)`.'
+        )
+
+    def _give_up(self, failure: ProviderFailure, attempts: int) -> ModelError:
+        return failure_to_model_error(
+            failure,
+            attempts=attempts,
+            model_name=self.model_name,
+            provider='Anthropic',
+            adapter='AnthropicModel',
+            api_key_env='ANTHROPIC_API_KEY',
+            base_url=self.base_url,
+        )
+
+    def _parse(self, reply: object) -> ModelResponse:
+        # The SDK builds models without validation: a non-JSON body arrives as a `str`, a foreign JSON body as a
+        # message whose fields are missing.
+        try:
+            if not isinstance(reply, AnthropicMessage) or reply.content is None:
+                raise TypeError('no content')
+            texts: list[str] = []
+            calls: list[ToolCall] = []
+            for block in reply.content:
+                if block.type == 'text':
+                    texts.append(block.text)
+                elif block.type == 'tool_use':
+                    calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
+                # Thinking and server-tool blocks are the provider's business, not a reply or a tool call.
+            usage = reply.usage
+            # `input_tokens` excludes prompt-cache reads and writes; the model still processed them.
+            input_tokens = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (
+                usage.cache_read_input_tokens or 0
+            )
+            return ModelResponse(
+                text=''.join(texts) if texts else None,
+                tool_calls=tuple(calls),
+                usage=Usage(requests=1, input_tokens=input_tokens, output_tokens=usage.output_tokens),
+                model_name=str(reply.model or self.model_name),
+            )
+        except (AttributeError, TypeError) as exc:
+            raise ModelError(
+                f'Anthropic at {self.base_url} sent a reply for model {self.model_name!r} that is not a message: '
+                f'{str(reply)[:300]!r}. Check `base_url`; it should point at the Messages API root.'
+            ) from exc
+
+
+def _conversation(messages: Sequence[Message]) -> list[MessageParam]:
+    """Messages as Anthropic turns: consecutive same-role content (tool results, then user text) share one turn."""
+    turns: list[tuple[Literal['user', 'assistant'], list[ContentBlockParam]]] = []
+
+    def add(role: Literal['user', 'assistant'], block: ContentBlockParam) -> None:
+        if turns and turns[-1][0] == role:
+            turns[-1][1].append(block)
+        else:
+            turns.append((role, [block]))
+
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, UserMessage):
+            add('user', _text(message.content))
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                add('assistant', _text(message.content))
+            for call in message.tool_calls:
+                add('assistant', _tool_use(call))
+        elif isinstance(message, ToolMessage):
+            result: ToolResultBlockParam = {
+                'type': 'tool_result',
+                'tool_use_id': message.tool_call_id,
+                'content': message.content,
+            }
+            if message.is_error:
+                result['is_error'] = True
+            add('user', result)
+        else:
+            raise UserError(
+                f'Unsupported message type in AnthropicModel: {type(message).__name__}. '
+                'Use SystemMessage, UserMessage, AssistantMessage or ToolMessage.'
+            )
+    return [_turn(role, blocks) for role, blocks in turns]
+
+
+def _turn(role: Literal['user', 'assistant'], blocks: list[ContentBlockParam]) -> MessageParam:
+    if role == 'user':
+        return {'role': 'user', 'content': blocks}
+    return {'role': 'assistant', 'content': blocks}
+
+
+def _text(text: str) -> TextBlockParam:
+    return {'type': 'text', 'text': text}
+
+
+def _tool_use(call: ToolCall) -> ToolUseBlockParam:
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        # Anthropic needs an object; keep a malformed history entry visible instead of dropping it.
+        arguments = {'input': call.arguments}
+    return {'type': 'tool_use', 'id': call.id, 'name': call.name, 'input': arguments}
+
+
+def _tool(tool: ToolDefinition) -> ToolParam:
+    schema = plain_json_object(tool.parameters, where=f'Parameters schema of tool {tool.name!r}')
+    if tool.description:
+        return {'name': tool.name, 'description': tool.description, 'input_schema': schema}
+    return {'name': tool.name, 'input_schema': schema}
+
+
+def _classify(exc: Exception) -> ProviderFailure | None:
+    if isinstance(exc, anthropic.APIStatusError):
+        return ProviderFailure(
+            kind='status',
+            status=exc.status_code,
+            message=provider_message(exc.body, exc.message),
+            retry_after=parse_retry_after(exc.response.headers),
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderFailure(kind='timeout', message=exc.message)
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__
+        return ProviderFailure(kind='connection', message=f'{exc.message} {cause}' if cause else exc.message)
+    return None

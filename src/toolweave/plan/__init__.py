@@ -1,0 +1,34 @@
+"""Declarative tool plans: one model call describes many tool calls; toolweave validates the plan, runs
+independent steps in parallel (each as soon as the steps it refers to are done), pipes results into later
+steps through `$ref` references, and returns only the outputs the model asked for."""
+
+from __future__ import annotations
+
+from toolweave.plan._meta import PlanTool, planning_instructions
+from toolweave.plan._model import Dialect, MissingField, Plan, PlanEvent, PlanStep, StepStatus
+from toolweave.plan._parse import parse_plan
+from toolweave.plan._record import PlanRun, StepRecord
+from toolweave.plan._run import run_plan, run_plan_sync
+from toolweave.plan._validate import validate_plan
+
+__all__ = (
+    'Dialect',
+    'MissingField',
+    'Plan',
+    'PlanEvent',
+    'PlanRun',
+    'PlanStep',
+    'PlanTool',
+    'StepRecord',
+    'StepStatus',
+    'parse_plan',
+    'planning_instructions',
+    'run_plan',
+    'run_plan_sync',
+    'validate_plan',
+)
+
+for _name in ('Plan', 'PlanEvent', 'PlanRun', 'PlanStep', 'PlanTool', 'StepRecord', 'parse_plan',
+              'planning_instructions', 'run_plan', 'run_plan_sync', 'validate_plan'):
+    globals()[_name].__module__ = 'toolweave.plan'  # reprs and docs show the public path
+del _name

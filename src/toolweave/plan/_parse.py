@@ -1,0 +1,260 @@
+"""Reading plans: JSON text or mappings in either dialect, into the id-based `Plan` model.
+
+Parsing is lenient and exhaustive: it records every structural problem (with the step and field it concerns)
+instead of stopping at the first, so validation can add tool and reference problems and report them together.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolweave.exceptions import PlanValidationError
+from toolweave.plan._model import Dialect, Plan, PlanStep
+
+__all__ = ('EMPTY_PLAN', 'Parsed', 'Problems', 'describe_type', 'parse_lenient', 'parse_plan', 'step_label')
+
+EMPTY_PLAN = 'Tool plan must contain at least one step'
+_ID_FIELDS = frozenset({'id', 'tool', 'arguments', 'description'})
+_INDEX_FIELDS = frozenset({'tool', 'args', 'description'})
+_ID_TOP = frozenset({'steps', 'output_steps', 'goal'})
+_INDEX_TOP = frozenset({'steps', 'goal'})
+_STEP_EXAMPLE = '{"id": "weather", "tool": "get_weather", "arguments": {"city": "Tokyo"}}'
+
+
+class Problems:
+    """Problems keyed by where they belong (-1: the plan as a whole, i: step i, n: the graph), kept in that
+    order so every message about one step sits together."""
+
+    __slots__ = ('_items',)
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, str]] = []
+
+    def add(self, key: int, message: str) -> None:
+        self._items.append((key, message))
+
+    def extend(self, other: Problems) -> None:
+        self._items.extend(other._items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def messages(self) -> list[str]:
+        return [message for _, message in sorted(self._items, key=lambda item: item[0])]
+
+
+@dataclass(slots=True)
+class Parsed:
+    plan: Plan
+    problems: Problems
+    reported: set[tuple[int, str]] = field(default_factory=set[tuple[int, str]])
+    """(step index, field) pairs already reported, so validation does not report them twice."""
+
+
+def describe_type(value: object) -> str:
+    names = {dict: 'object', list: 'array', str: 'string', bool: 'boolean', int: 'number', float: 'number'}
+    return 'null' if value is None else names.get(type(value), type(value).__name__)
+
+
+def step_label(index: int, step_id: object = None) -> str:
+    """`steps[2] (id 'fetch')`, or `steps[2]` when the id is unusable."""
+    if isinstance(step_id, str) and step_id.strip():
+        return f'steps[{index}] (id {step_id!r})'
+    return f'steps[{index}]'
+
+
+def _detect(data: Mapping[str, Any]) -> Dialect:
+    if 'goal' in data:
+        return 'index'
+    steps = data.get('steps')
+    if isinstance(steps, list) and steps and all(
+        isinstance(s, dict) and 'args' in s and 'id' not in s and 'arguments' not in s for s in steps
+    ):
+        return 'index'
+    return 'id'
+
+
+def _load(data: str | bytes | Mapping[str, Any], problems: Problems) -> Mapping[str, Any] | None:
+    if isinstance(data, (str, bytes)):
+        text = data.decode() if isinstance(data, bytes) else data
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            excerpt = text[:100] + ('...' if len(text) > 100 else '')
+            problems.add(-1, f'The plan is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} '
+                             f'(input: {excerpt!r}). Send a JSON object like {{"steps": [{_STEP_EXAMPLE}]}}.')
+            return None
+    if not isinstance(data, Mapping):
+        problems.add(-1, f'The plan must be a JSON object with a "steps" array, got {describe_type(data)}. '
+                         f'Send {{"steps": [{_STEP_EXAMPLE}]}}.')
+        return None
+    return data
+
+
+def parse_lenient(data: str | bytes | Mapping[str, Any], dialect: Dialect | None = None) -> Parsed:
+    """Parse without raising: the plan (broken parts replaced by blanks) and every structural problem."""
+    problems = Problems()
+    loaded = _load(data, problems)
+    if loaded is None:
+        return Parsed(Plan(()), problems, {(-1, 'steps')})
+    chosen = dialect or _detect(loaded)
+    if chosen == 'index':
+        return _parse_index(loaded, problems)
+    return _parse_id(loaded, problems)
+
+
+def parse_plan(data: str | bytes | Mapping[str, Any], *, dialect: Dialect | None = None) -> Plan:
+    """Read a plan from JSON text or a mapping, in either dialect (detected unless `dialect` is given).
+
+    Raises:
+        PlanValidationError: the plan is malformed; `.problems` lists every problem, each naming the step and
+            field. Tool names and references are checked later, by `validate_plan` and `run_plan`.
+    """
+    parsed = parse_lenient(data, dialect)
+    if parsed.problems:
+        raise PlanValidationError(parsed.problems.messages())
+    return parsed.plan
+
+
+def _steps_list(data: Mapping[str, Any], problems: Problems, reported: set[tuple[int, str]]) -> list[Any]:
+    steps = data.get('steps')
+    if steps is None:
+        return []
+    if not isinstance(steps, list):
+        problems.add(-1, f'"steps" must be an array of step objects, got {describe_type(steps)}. '
+                         f'Send {{"steps": [{_STEP_EXAMPLE}]}}.')
+        reported.add((-1, 'steps'))
+        return []
+    return steps
+
+
+def _unknown_keys(where: str, keys: Mapping[str, Any], allowed: frozenset[str], hint: str) -> str | None:
+    extra = [k for k in keys if k not in allowed]
+    if not extra:
+        return None
+    listed = ', '.join(repr(k) for k in extra)
+    return f'{where}: unknown field{"s" if len(extra) > 1 else ""} {listed}. {hint}'
+
+
+def _output_steps(data: Mapping[str, Any], problems: Problems) -> tuple[str, ...] | None:
+    raw = data.get('output_steps')
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        shown = json.dumps(raw, default=str)[:100]
+        problems.add(-1, f'"output_steps" must be an array of step id strings, got {shown}.'
+                         ' Write "output_steps": ["step_id", ...] or leave it out to get every output.')
+        return None
+    return tuple(dict.fromkeys(raw))
+
+
+def _parse_id(data: Mapping[str, Any], problems: Problems) -> Parsed:
+    reported: set[tuple[int, str]] = set()
+    message = _unknown_keys('The plan', data, _ID_TOP, 'A plan has "steps" and optionally "output_steps".')
+    if message:
+        problems.add(-1, message)
+    steps = [_id_step(i, raw, problems, reported) for i, raw in enumerate(_steps_list(data, problems, reported))]
+    goal = data.get('goal') if isinstance(data.get('goal'), str) else None
+    plan = Plan(tuple(steps), _output_steps(data, problems), goal, 'id')
+    return Parsed(plan, problems, reported)
+
+
+def _id_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:
+    if type(raw) is dict and raw.keys() <= _ID_FIELDS:  # the common, well-formed case, without detours
+        step_id = raw.get('id')
+        tool = raw.get('tool')
+        arguments = raw.get('arguments')
+        if type(step_id) is str and type(tool) is str and type(arguments) is dict:
+            description = raw.get('description')
+            return PlanStep(step_id, tool, arguments, description if type(description) is str else None)
+    if not isinstance(raw, dict):
+        problems.add(index, f'steps[{index}]: a step must be an object like {_STEP_EXAMPLE}, got '
+                            f'{describe_type(raw)}.')
+        reported.update({(index, 'id'), (index, 'tool'), (index, 'arguments')})
+        return PlanStep('', '', {})
+    label = step_label(index, raw.get('id'))
+    message = _unknown_keys(label, raw, _ID_FIELDS, 'A step has "id", "tool" and "arguments"'
+                            + (' (not "args")' if 'args' in raw else '') + '.')
+    if message:
+        problems.add(index, message)
+    step_id = _string_field(raw, 'id', index, label, problems, reported)
+    tool = _string_field(raw, 'tool', index, label, problems, reported)
+    arguments = _arguments(raw.get('arguments'), index, label, problems, reported)
+    description = raw.get('description') if isinstance(raw.get('description'), str) else None
+    return PlanStep(step_id, tool, arguments, description)
+
+
+def _string_field(raw: Mapping[str, Any], name: str, index: int, label: str, problems: Problems,
+                  reported: set[tuple[int, str]]) -> str:
+    value = raw.get(name)
+    if isinstance(value, str):
+        return value
+    if value is not None:
+        problems.add(index, f'{label}: "{name}" must be a string, got {describe_type(value)} '
+                            f'{json.dumps(value, default=str)[:60]}.')
+        reported.add((index, name))
+    return ''
+
+
+def _arguments(value: Any, index: int, label: str, problems: Problems, reported: set[tuple[int, str]]) -> Any:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            loaded = json.loads(value)
+        except json.JSONDecodeError:
+            return value  # PV-14: fails at run time with the parser's detail; independent steps still run
+        value = loaded
+    if isinstance(value, dict):
+        return value
+    problems.add(index, f'{label}: "arguments" must be a JSON object (or a string holding one), got '
+                        f'{describe_type(value)} {json.dumps(value, default=str)[:60]}. Write '
+                        '"arguments": {"name": "value"}.')
+    reported.add((index, 'arguments'))
+    return {}
+
+
+def _parse_index(data: Mapping[str, Any], problems: Problems) -> Parsed:
+    reported: set[tuple[int, str]] = set()
+    message = _unknown_keys('The plan', data, _INDEX_TOP, 'An index-based plan has "goal" and "steps".')
+    if message:
+        problems.add(-1, message)
+    goal = data.get('goal')
+    if not isinstance(goal, str):
+        problems.add(-1, f'"goal" must be a string saying what the plan is for, got {describe_type(goal)}.')
+        goal = None
+    if 'steps' not in data:
+        problems.add(-1, '"steps" is missing. Add "steps": [{"tool": ..., "args": {...}, "description": ...}].')
+    steps = [_index_step(i, raw, problems, reported) for i, raw in enumerate(_steps_list(data, problems, reported))]
+    return Parsed(Plan(tuple(steps), None, goal, 'index'), problems, reported)
+
+
+def _index_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:
+    step_id = f'step_{index}'
+    label = f'steps[{index}]'
+    if not isinstance(raw, dict):
+        problems.add(index, f'{label}: a step must be an object with "tool", "args" and "description", got '
+                            f'{describe_type(raw)}.')
+        reported.update({(index, 'tool'), (index, 'arguments')})
+        return PlanStep(step_id, '', {})
+    message = _unknown_keys(label, raw, _INDEX_FIELDS, 'A step has "tool", "args" and "description".')
+    if message:
+        problems.add(index, message)
+    tool = _string_field(raw, 'tool', index, label, problems, reported)
+    description = raw.get('description')
+    if not isinstance(description, str):
+        problems.add(index, f'{label}: "description" must be a string saying what the step does, got '
+                            f'{describe_type(description)}.')
+        description = None
+    args = raw.get('args', {})
+    if not isinstance(args, dict):
+        problems.add(index, f'{label}: "args" must be an object, got {describe_type(args)}. Write '
+                            '"args": {"name": "value"}.')
+        reported.add((index, 'arguments'))
+        args = {}
+    return PlanStep(step_id, tool, args, description)

@@ -1,0 +1,133 @@
+"""`run_plan` / `run_plan_sync`: parse, validate, then execute a plan straight from Python."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from toolweave.approval import ReviewHandler, use_review_handler
+from toolweave.exceptions import PlanValidationError, UserError
+from toolweave.plan._executor import execute
+from toolweave.plan._model import EventHandler, MissingField, Plan
+from toolweave.plan._parse import Parsed, Problems, parse_lenient
+from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
+from toolweave.plan._validate import as_toolset, prepare
+from toolweave.tools._context import ToolCallContext
+
+if TYPE_CHECKING:
+    from toolweave.tools._toolset import Toolset
+
+__all__ = ('DEFAULT_MAX_STEPS', 'RunOptions', 'run_parsed', 'run_plan', 'run_plan_sync')
+
+DEFAULT_MAX_STEPS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The knobs of a run, checked once."""
+
+    concurrency: int | None = None
+    step_timeout: float | None = None
+    timeout: float | None = None
+    missing_field: MissingField = 'null'
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
+    review_handler: ReviewHandler | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
+            raise UserError(f'concurrency must be a positive int or None (unlimited), got {self.concurrency!r}.')
+        for name in ('step_timeout', 'timeout'):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+                raise UserError(f'{name} must be > 0 seconds or None (no limit), got {value!r}.')
+        if self.missing_field not in ('null', 'error'):
+            raise UserError(f"missing_field must be 'null' or 'error', got {self.missing_field!r}.")
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise UserError(f'max_steps must be a positive int, got {self.max_steps!r}.')
+        if self.max_output_chars is not None and (not isinstance(self.max_output_chars, int)
+                                                  or self.max_output_chars < 1):
+            raise UserError(f'max_output_chars must be a positive int or None (never cut), got '
+                            f'{self.max_output_chars!r}.')
+
+
+def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
+    if isinstance(plan, Plan):
+        return Parsed(plan, Problems())
+    return parse_lenient(plan)
+
+
+async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, context: ToolCallContext,
+                     on_event: EventHandler | None, refused: frozenset[str] = frozenset()) -> PlanRun:
+    prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, extra_refused=refused)
+    if prepared is None:
+        raise PlanValidationError(problems.messages())
+    run = partial(execute, prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
+                  timeout=options.timeout, missing_field=options.missing_field, context=context,
+                  on_event=on_event, max_output_chars=options.max_output_chars)
+    if options.review_handler is None:  # keep the handler the caller installed (an agent's, for example)
+        return await run()
+    with use_review_handler(options.review_handler):
+        return await run()
+
+
+async def run_plan(
+    plan: Plan | str | bytes | Mapping[str, Any],
+    tools: Any,
+    *,
+    concurrency: int | None = None,
+    step_timeout: float | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109
+    missing_field: MissingField = 'null',
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+    review_handler: ReviewHandler | None = None,
+    context: Mapping[str, Any] | None = None,
+    on_event: EventHandler | None = None,
+) -> PlanRun:
+    """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
+    finished; a failed step skips its dependents and nothing else.
+
+    Args:
+        plan: a `Plan`, or plan JSON (text or mapping) in either dialect.
+        tools: a `Toolset`, or anything `Toolset(...)` accepts (a list of tools and functions).
+        concurrency: most steps running at once (`None`: no limit).
+        step_timeout: seconds one step may take; a step that takes longer fails like a raised exception.
+        timeout: seconds the whole plan may take; steps still unfinished then are recorded as `cancelled`.
+        missing_field: what a reference to a field that does not exist gives: `'null'`, or `'error'` (the step
+            fails with a message listing the keys that do exist).
+        max_steps: plans with more steps are rejected.
+        max_output_chars: where each value in `PlanRun.summary` is cut (`None`: never).
+        review_handler: asked before each step whose tool requires approval (with the resolved arguments);
+            `None` keeps whatever handler the caller installed.
+        context: out-of-band values passed to every tool call.
+        on_event: called synchronously as each step starts and finishes; keep it cheap.
+
+    Returns:
+        The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
+
+    Raises:
+        PlanValidationError: the plan cannot run; `.problems` lists every problem. Nothing ran.
+        ToolConfigurationError: a step's tool is misconfigured (the other steps are cancelled first).
+        ControlFlowSignal: a step asked the whole run to stop (for example a reviewer's exit-early).
+
+    ```python
+    run = await run_plan({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {'text': 'hi'}}]}, [echo])
+    print(run.summary)
+    #> {"a": "hi"}
+    ```
+    """
+    options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
+                         review_handler)
+    toolset = as_toolset(tools)
+    return await run_parsed(to_parsed(plan), toolset, options, context=ToolCallContext.of(context),
+                            on_event=on_event)
+
+
+def run_plan_sync(plan: Plan | str | bytes | Mapping[str, Any], tools: Any, **options: Any) -> PlanRun:
+    """`run_plan` for scripts with no event loop running (same arguments)."""
+    return anyio.run(partial(run_plan, plan, tools, **options))

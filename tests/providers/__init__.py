@@ -1,0 +1,1 @@
+"""Provider adapter tests: recorded wire payloads replayed through mock HTTP transports."""

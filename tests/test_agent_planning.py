@@ -1,0 +1,155 @@
+"""Tool planning in the agent loop: registration (MT-1..MT-3), plan runs captured, step events, usage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from toolweave import (
+    Agent,
+    AgentEvent,
+    Budget,
+    PlanStepFinished,
+    PlanStepStarted,
+    ReviewDecision,
+    ReviewRequest,
+    ToolMetadata,
+    Toolset,
+    UsageLimitExceeded,
+)
+from toolweave.models import SystemMessage, ToolMessage
+from toolweave.plan import PlanRun, planning_instructions
+from toolweave.testing import FakeTool, ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+LOOP_ID = 'toolweave.loop_id'
+
+
+def plan_call(steps: list[tuple[str, str, dict[str, Any]]], output_steps: list[str] | None = None) -> dict[str, Any]:
+    plan: dict[str, Any] = {'steps': [{'id': i, 'tool': t, 'arguments': json.dumps(a)} for i, t, a in steps]}
+    if output_steps is not None:
+        plan['output_steps'] = output_steps
+    return {'tool': 'execute_tool_plan', 'arguments': plan}
+
+
+def test_planning_is_opt_in() -> None:  # MT-1
+    agent = Agent(ScriptedModel([]), instructions='Help.', tools=[FakeTool('a')])
+    assert not agent.tool_planning
+    assert [d.name for d in agent.tool_definitions()] == ['a']
+    assert agent.instructions == 'Help.'
+
+
+def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:  # MT-2
+    agent = Agent(ScriptedModel([]), instructions='Help.', tools=[FakeTool('a'), FakeTool('b')], tool_planning=True)
+    names = [d.name for d in agent.tool_definitions()]
+    assert names == ['a', 'b', 'execute_tool_plan'] and names.count('execute_tool_plan') == 1
+    assert agent.instructions.startswith('Help.\n\n# Tool Planning')
+    assert agent.instructions.endswith(planning_instructions())
+    assert all(word in agent.instructions for word in ('$ref:step_id', 'output_steps', 'parallel'))
+
+
+def test_planning_without_tools_registers_nothing() -> None:  # MT-3
+    agent = Agent(ScriptedModel([]), instructions='Help.', tools=[], tool_planning=True)
+    assert not agent.tool_planning and agent.tool_definitions() == [] and agent.instructions == 'Help.'
+
+
+async def test_instructions_are_sent_as_the_system_prompt() -> None:
+    model = ScriptedModel(['ok'])
+    await Agent(model, tools=[FakeTool('a')], tool_planning=True).run('go')
+    first = model.requests[0].messages[0]
+    assert isinstance(first, SystemMessage) and first.content.startswith('# Tool Planning')
+    assert [t.name for t in model.requests[0].tools] == ['a', 'execute_tool_plan']
+
+
+async def test_a_plan_runs_in_two_llm_calls_and_is_captured() -> None:
+    weather = FakeTool('get_weather', lambda a: {'city': a['city'], 'temp': len(a['city'])}, delay=0.2)
+    compare = FakeTool('compare', lambda a: {'warmest': max(a['temps'])})
+    model = ScriptedModel([
+        plan_call([('a', 'get_weather', {'city': 'Oslo'}), ('b', 'get_weather', {'city': 'Lisbon'}),
+                   ('c', 'get_weather', {'city': 'Rome'}),
+                   ('cmp', 'compare', {'temps': ['$ref:a.temp', '$ref:b.temp', '$ref:c.temp']})], ['cmp']),
+        'Lisbon is warmest.',
+    ])
+    agent = Agent(model, tools=[weather, compare], tool_planning=True)
+    start = anyio.current_time()
+    result = await agent.run('Compare the weather.')
+    assert anyio.current_time() - start < 0.55  # the three lookups ran in parallel
+    assert result.output == 'Lisbon is warmest.'
+    assert result.usage.llm_calls == 2
+    assert result.usage.tool_calls == 4  # the plan's steps; the meta-tool call itself is not counted
+    [run] = result.plan_runs
+    assert isinstance(run, PlanRun) and run.ok and run.total == 4
+    assert run.step('cmp').value == {'warmest': 6}
+    arguments = compare.calls[0].arguments
+    assert (json.loads(arguments) if isinstance(arguments, str) else arguments) == {'temps': [4, 6, 4]}
+    [message] = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert json.loads(message.content) == {'cmp': {'warmest': 6}}  # only output_steps reach the model
+    assert [r.name for r in result.process.history] == ['execute_tool_plan']
+    assert result.process.plan_runs == [run]
+
+
+async def test_plan_steps_become_agent_events() -> None:
+    one, two = FakeTool('one', 'x'), FakeTool('two', 'y')
+    model = ScriptedModel([plan_call([('s1', 'one', {}), ('s2', 'two', {'v': '$ref:s1'})]), 'done'])
+    events: list[AgentEvent] = []
+    await Agent(model, tools=[one, two], tool_planning=True).run('go', on_event=events.append)
+    steps = [(type(e).__name__, e.step.id) for e in events if isinstance(e, PlanStepStarted | PlanStepFinished)]
+    assert steps == [('PlanStepStarted', 's1'), ('PlanStepFinished', 's1'),
+                     ('PlanStepStarted', 's2'), ('PlanStepFinished', 's2')]
+    finished = [e for e in events if isinstance(e, PlanStepFinished)]
+    assert all(e.step.status == 'succeeded' for e in finished)
+
+
+async def test_plan_steps_get_the_run_context() -> None:  # CX-13 inside plans
+    probe = FakeTool('probe')
+    model = ScriptedModel([plan_call([('a', 'probe', {}), ('b', 'probe', {})]), 'ok'])
+    result = await Agent(model, tools=[probe], tool_planning=True, context={'tenant': 'acme'}).run('go')
+    assert [c.context['tenant'] for c in probe.calls] == ['acme', 'acme']
+    assert {c.context[LOOP_ID] for c in probe.calls} == {result.process.context.loop_id}
+
+
+async def test_invalid_plan_is_text_for_the_model_and_nothing_runs() -> None:
+    probe = FakeTool('probe')
+    model = ScriptedModel([plan_call([('a', 'nope', {}), ('b', 'probe', {'x': '$ref:zzz'})]), 'fixing'])
+    result = await Agent(model, tools=[probe], tool_planning=True).run('go')
+    [message] = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert message.is_error and 'Plan execution failed' in message.content
+    assert probe.call_count == 0 and result.plan_runs == ()
+
+
+async def test_plans_use_the_live_toolset() -> None:  # MT-6 through the agent
+    tools = Toolset([FakeTool('a', 'A')])
+    agent = Agent(ScriptedModel([plan_call([('x', 'late', {})]), 'ok']), tools=tools, tool_planning=True)
+    tools.add(FakeTool('late', 'LATE'))
+    result = await agent.run('go')
+    assert result.plan_runs[0].step('x').output == 'LATE'
+
+
+async def test_agent_review_handler_reaches_plan_steps() -> None:
+    class Approver:
+        def __init__(self) -> None:
+            self.seen: list[ReviewRequest] = []
+
+        async def review(self, request: ReviewRequest) -> ReviewDecision:
+            self.seen.append(request)
+            return ReviewDecision.approve()
+
+    gated = FakeTool('gated', 'ran', metadata=ToolMetadata(requires_approval=True))
+    handler = Approver()
+    model = ScriptedModel([plan_call([('g', 'gated', {'n': 1})]), 'ok'])
+    result = await Agent(model, tools=[gated], tool_planning=True, review_handler=handler).run('go')
+    assert result.plan_runs[0].ok and [r.tool_name for r in handler.seen] == ['gated']
+
+
+async def test_plan_steps_count_toward_the_tool_call_budget() -> None:
+    probe = FakeTool('probe')
+    model = ScriptedModel([plan_call([('a', 'probe', {}), ('b', 'probe', {}), ('c', 'probe', {})]),
+                           {'tool': 'probe', 'arguments': {}}, 'never'])
+    agent = Agent(model, tools=[probe], tool_planning=True, budget=Budget(max_tool_calls=3))
+    with pytest.raises(UsageLimitExceeded, match='max_tool_calls=3'):
+        await agent.run('go')
+    assert probe.call_count == 3

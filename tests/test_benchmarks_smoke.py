@@ -1,0 +1,73 @@
+"""Each benchmark's quick mode runs and writes its JSON report (numbers are measured by the benchmarks, not here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from benchmarks import __main__ as runner
+from benchmarks import _dags, bench_scheduling
+
+
+def test_scheduling_quick_writes_its_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / 'scheduling.json'
+    report = bench_scheduling.main(['--quick', '--output', str(output)])
+    data = json.loads(output.read_text())
+    assert data == json.loads(json.dumps(report))
+    assert data['mode'] == 'quick'
+    assert [d['size'] for d in data['dags']] == [20, 20, 50, 50]
+    for dag in data['dags']:
+        for executor in ('toolweave', 'waves'):
+            # No schedule beats the critical path (small slack for timer rounding).
+            assert dag['makespan'][executor] >= dag['critical_path'] * 0.98
+    assert set(data['classes']) == {'20', '50', 'all'}
+    out = capsys.readouterr().out
+    assert 'makespan / critical path' in out and 'toolweave med' in out
+
+
+def test_every_benchmark_module_is_discovered() -> None:
+    names = runner.discover()
+    assert 'benchmarks.bench_scheduling' in names
+    assert names == sorted(names)
+
+
+def test_the_reference_executor_runs_wave_by_wave() -> None:
+    plan = _dags.diamond()
+    latencies = {'step_0': 0.01, 'step_1': 0.05, 'step_2': 0.01, 'step_3': 0.01}
+    tool = _dags.FakeTool(latencies)
+    times = anyio.run(bench_scheduling.run_waves, plan, {tool.name: tool})
+    assert times['step_1'][0] >= times['step_0'][1] and times['step_2'][0] >= times['step_0'][1]
+    assert times['step_3'][0] >= max(times['step_1'][1], times['step_2'][1])
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_random_dag_shape(seed: int) -> None:
+    plan = _dags.random_dag(60, seed=seed, width=6, max_deps=3, shuffle=True)
+    ids = _dags.step_ids(plan)
+    assert sorted(ids) == sorted(f'step_{i}' for i in range(60))
+    deps = _dags.dependencies(plan)
+    assert all(1 <= len(d) <= 3 for step, d in deps.items() if step not in _dags.waves(plan)[0])
+    assert all(int(d.split('_')[1]) < int(step.split('_')[1]) for step, ds in deps.items() for d in ds)
+    assert _dags.random_dag(60, seed=seed, width=6, shuffle=True) == plan  # seeded: same input, same DAG
+    waves = _dags.waves(plan)
+    assert sum(len(w) for w in waves) == 60
+    level = {s: i for i, w in enumerate(waves) for s in w}
+    assert all(level[s] == 1 + max((level[d] for d in ds), default=-1) for s, ds in deps.items())
+
+
+def test_critical_path_and_generators() -> None:
+    assert _dags.waves(_dags.chain(4)) == [['step_0'], ['step_1'], ['step_2'], ['step_3']]
+    assert [len(w) for w in _dags.waves(_dags.fan_out(5))] == [5, 1]
+    assert [len(w) for w in _dags.waves(_dags.fan_out(5, aggregate=False))] == [5]
+    latencies = {'step_0': 1.0, 'step_1': 5.0, 'step_2': 2.0, 'step_3': 0.5}
+    assert _dags.critical_path(_dags.diamond(), latencies) == 6.5
+    assert _dags.critical_path(_dags.chain(4), latencies) == 8.5
+    sampled = _dags.sample_latencies(_dags.chain(200), seed=3)
+    assert sampled == _dags.sample_latencies(_dags.chain(200), seed=3)
+    assert all(0.001 <= v <= 0.060 for v in sampled.values())
+    assert max(sampled.values()) > 4 * sorted(sampled.values())[100]  # heavy tail: the slowest >> the median
+    with pytest.raises(ValueError, match='n_steps must be >= 1'):
+        _dags.random_dag(0, seed=1)

@@ -1,0 +1,400 @@
+"""`toolweave run` and `toolweave validate`, end to end through the typer app (CliRunner)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import examples.tools
+from toolweave.cli._app import app
+from toolweave.cli._render import LiveSteps, format_duration, render_timeline, render_totals
+
+PLANS = Path(__file__).resolve().parent.parent / 'examples' / 'plans'
+TOOLS = 'examples.tools:TOOLS'
+ANSI = re.compile(r'\x1b\[')
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def instant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Example tools answer at once (the latency is what the timeline shows, not what these tests check)."""
+    monkeypatch.setattr(examples.tools, 'LATENCY_SCALE', 0.0)
+
+
+def flat(output: str) -> str:
+    """The output with rich's boxes and line wrapping removed, for matching messages."""
+    return ' '.join(output.replace('│', ' ').split())
+
+
+def invoke(runner: CliRunner, *args: str, env: dict[str, str] | None = None) -> Any:
+    result = runner.invoke(app, list(args), env=env, catch_exceptions=False)
+    assert 'Traceback' not in result.output
+    return result
+
+
+def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> str:
+    (tmp_path / f'{name}.py').write_text(textwrap.dedent(source))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def write_plan(tmp_path: Path, plan: Any, name: str = 'plan.json') -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(plan))
+    return str(path)
+
+
+# --- run: the human view -----------------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures('instant')
+def test_run_weather_prints_events_timeline_summary_and_totals(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'weather.json'), '--tools', TOOLS)
+    out = result.output
+    assert result.exit_code == 0, out
+    # Not a terminal: one plain line per event, no escape codes, no redraws.
+    assert not ANSI.search(out) and '\r' not in out
+    for step in ('tokyo', 'paris', 'lima'):
+        assert re.search(rf'started\s+{step} \(get_weather, wave 0\)', out)
+        assert re.search(rf'done\s+{step} in ', out)
+    assert re.search(r'started\s+warmest \(compare, wave 1\)', out)
+    # The timeline: a header with the time axis, then one row per step with its wave, duration and status.
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if re.match(r'step\s+wave\s+0\s', line))
+    rows = lines[header + 1:header + 5]
+    assert [row.split()[0] for row in rows] == ['tokyo', 'paris', 'lima', 'warmest']
+    assert [row.split()[1] for row in rows] == ['0', '0', '0', '1']
+    assert all(row.rstrip().endswith('done') for row in rows)
+    # The summary the model sees (output_steps = warmest) and the totals.
+    assert 'What the model sees' in out
+    assert '"warmest"' in out and '"highest"' in out and 'Tokyo' in out
+    assert '"tokyo"' not in out.split('What the model sees')[1].split('4 steps')[0]
+    assert re.search(r'4 steps in 2 waves: 4 succeeded, 0 failed, 0 skipped, 0 cancelled', out)
+
+
+@pytest.mark.usefixtures('instant')
+def test_run_failing_plan_exits_1_and_shows_failed_and_skipped(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'failing.json'), '--tools', TOOLS)
+    out = result.output
+    assert result.exit_code == 1
+    assert re.search(r'failed\s+status in .*: Tool execution failed: upstream service unavailable \(HTTP 503\)', out)
+    assert re.search(r"skipped\s+alert: Skipped because dependency 'status' failed", out)
+    assert re.search(r'done\s+weather in ', out)
+    assert 'Plan completed with errors.' in out
+    assert re.search(r'3 steps in 2 waves: 1 succeeded, 1 failed, 1 skipped, 0 cancelled', out)
+    rows = {line.split()[0]: line for line in out.splitlines() if re.match(r'(status|weather|alert)\s+\d\s', line)}
+    assert rows['status'].rstrip().endswith('failed')
+    assert rows['alert'].rstrip().endswith('skipped')
+    assert rows['weather'].rstrip().endswith('done')
+
+
+@pytest.mark.usefixtures('instant')
+def test_run_in_a_terminal_uses_the_live_view_then_prints_the_report(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'chain.json'), '--tools', TOOLS,
+                    env={'TTY_COMPATIBLE': '1', 'COLUMNS': '120', 'LINES': '40'})
+    assert result.exit_code == 0, result.output
+    plain = ANSI.sub('', re.sub(r'\x1b\[[0-9;?]*[A-Za-z]', '', result.output))
+    assert 'started' not in plain  # the live table replaces the event log
+    assert re.search(r'5 steps in 5 waves: 5 succeeded', plain)
+    assert 'Hello Ada Lovelace, your orders total 186.5 EUR.' in plain
+
+
+def test_tool_output_is_never_read_as_console_markup(runner: CliRunner, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    module = write_module(tmp_path, monkeypatch, 'markup_tools', '''
+        from toolweave import tool
+
+        @tool
+        def shout(text: str) -> str:
+            """Return the text in brackets."""
+            return f'[bold red]{text}[/bold red]'
+    ''')
+    plan = write_plan(tmp_path, {'steps': [{'id': 's1', 'tool': 'shout', 'arguments': {'text': 'hi'}}]})
+    result = invoke(runner, 'run', plan, '--tools', f'{module}:shout')
+    assert result.exit_code == 0
+    assert '[bold red]hi[/bold red]' in result.output
+
+
+# --- run --json ------------------------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures('instant')
+def test_run_json_prints_only_the_run_record(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'failing.json'), '--tools', TOOLS, '--json')
+    assert result.exit_code == 1
+    data = json.loads(result.output)  # nothing but JSON on stdout
+    steps = {s['id']: s for s in data['steps']}
+    assert [s['id'] for s in data['steps']] == ['status', 'weather', 'alert']
+    assert steps['status']['status'] == 'failed'
+    assert steps['weather']['status'] == 'succeeded'
+    assert steps['alert']['status'] == 'skipped'
+    assert steps['alert']['error'] == "Skipped because dependency 'status' failed"
+    assert data['summary'].startswith('Plan completed with errors.')
+
+
+def test_run_json_shows_parallel_steps_overlapping(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'weather.json'), '--tools', TOOLS, '--json')
+    assert result.exit_code == 0
+    steps = {s['id']: s for s in json.loads(result.output)['steps']}
+    cities = [steps[c] for c in ('tokyo', 'paris', 'lima')]
+    assert max(s['started_at'] for s in cities) < min(s['ended_at'] for s in cities)  # all three in flight at once
+    assert steps['warmest']['started_at'] >= max(s['ended_at'] for s in cities)
+
+
+@pytest.mark.usefixtures('instant')
+def test_concurrency_1_runs_one_step_at_a_time(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(examples.tools, 'LATENCY_SCALE', 0.05)
+    result = invoke(runner, 'run', str(PLANS / 'fanout.json'), '--tools', TOOLS, '--json', '--concurrency', '1')
+    assert result.exit_code == 0
+    spans = sorted((s['started_at'], s['ended_at']) for s in json.loads(result.output)['steps'])
+    assert all(end <= next_start + 1e-6 for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False))
+
+
+# --- run: limits ---------------------------------------------------------------------------------------------
+
+SLOW_TOOLS = '''
+    import anyio
+    from toolweave import tool
+
+    @tool
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        await anyio.sleep(seconds)
+        return 'finally'
+
+    TOOLS = [slow]
+'''
+
+
+def test_step_timeout_fails_the_hanging_step_only(runner: CliRunner, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    module = write_module(tmp_path, monkeypatch, 'slow_tools_a', SLOW_TOOLS)
+    plan = write_plan(tmp_path, {'steps': [
+        {'id': 'hang', 'tool': 'slow', 'arguments': {'seconds': 30}},
+        {'id': 'quick', 'tool': 'slow', 'arguments': {'seconds': 0.01}},
+        {'id': 'after', 'tool': 'slow', 'arguments': {'seconds': '$ref:hang'}},
+    ]})
+    result = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS', '--step-timeout', '0.2', '--json')
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    steps = {s['id']: s for s in data['steps']}
+    assert steps['hang']['status'] == 'failed' and 'time' in steps['hang']['error'].lower()
+    assert steps['quick']['status'] == 'succeeded'
+    assert steps['after']['status'] == 'skipped'
+    assert steps['hang']['ended_at'] < 5
+
+
+def test_whole_plan_timeout_cancels_what_is_still_running(runner: CliRunner, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    module = write_module(tmp_path, monkeypatch, 'slow_tools_b', SLOW_TOOLS)
+    plan = write_plan(tmp_path, {'steps': [
+        {'id': 'quick', 'tool': 'slow', 'arguments': {'seconds': 0.01}},
+        {'id': 'hang', 'tool': 'slow', 'arguments': {'seconds': 30}},
+    ]})
+    result = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS', '--timeout', '0.3')
+    assert result.exit_code == 1
+    rows = {line.split()[0]: line for line in result.output.splitlines() if re.match(r'(quick|hang)\s+\d\s', line)}
+    assert rows['quick'].rstrip().endswith('done')
+    assert rows['hang'].rstrip().endswith(('cancelled', 'failed'))
+
+
+@pytest.mark.parametrize('option', [['--concurrency', '0'], ['--step-timeout', '0'], ['--timeout', '-1']])
+def test_bad_limits_are_usage_errors(runner: CliRunner, option: list[str]) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'weather.json'), '--tools', TOOLS, *option)
+    assert result.exit_code == 2
+    assert option[0] in result.output
+
+
+# --- validate ---------------------------------------------------------------------------------------------------
+
+def test_validate_valid_plan_prints_steps_and_waves(runner: CliRunner) -> None:
+    result = invoke(runner, 'validate', str(PLANS / 'weather.json'), '--tools', TOOLS)
+    assert result.exit_code == 0
+    assert 'Plan is valid: 4 steps, 2 waves' in result.output
+    assert 'wave 0: tokyo, paris, lima' in result.output
+    assert 'wave 1: warmest' in result.output
+
+
+def test_validate_runs_nothing(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = write_module(tmp_path, monkeypatch, 'counting_tools', '''
+        from toolweave import tool
+        CALLS = []
+
+        @tool
+        def record(x: int) -> int:
+            """Remember the call."""
+            CALLS.append(x)
+            return x
+    ''')
+    plan = write_plan(tmp_path, {'steps': [{'id': 'a', 'tool': 'record', 'arguments': {'x': 1}},
+                                           {'id': 'b', 'tool': 'record', 'arguments': {'x': '$ref:a'}}]})
+    result = invoke(runner, 'validate', plan, '--tools', f'{module}:record')
+    assert result.exit_code == 0
+    assert 'Plan is valid: 2 steps, 2 waves' in result.output
+    import counting_tools  # type: ignore[import-not-found]
+
+    assert counting_tools.CALLS == []
+
+
+def test_validate_reports_every_problem(runner: CliRunner) -> None:
+    result = invoke(runner, 'validate', str(PLANS / 'invalid.json'), '--tools', TOOLS)
+    out = result.output
+    assert result.exit_code == 1
+    problems = [line for line in out.splitlines() if line.startswith('  - ')]
+    assert len(problems) >= 6, out
+    text = out.lower()
+    assert "'tokyo'" in text and 'duplicate' in text  # duplicate id
+    assert "'fetch_url'" in text  # unknown tool
+    assert "'berlin'" in text  # reference to a step that is not in the plan
+    assert 'cycle' in text and re.search(r'\ba -> b -> a\b|\bb -> a -> b\b', text)
+    assert 'execute_tool_plan' in text  # recursive plan
+    assert 'no_tool' in text  # missing tool field
+    assert 'Plan is valid' not in out
+
+
+def test_validate_json(runner: CliRunner) -> None:
+    ok = invoke(runner, 'validate', str(PLANS / 'chain.json'), '--tools', TOOLS, '--json')
+    assert ok.exit_code == 0
+    assert json.loads(ok.output) == {'valid': True, 'steps': 5,
+                                     'waves': [['user'], ['orders'], ['total'], ['in_euros'], ['notify']]}
+    bad = invoke(runner, 'validate', str(PLANS / 'invalid.json'), '--tools', TOOLS, '--json')
+    assert bad.exit_code == 1
+    data = json.loads(bad.output)
+    assert data['valid'] is False and len(data['problems']) >= 6
+
+
+def test_run_invalid_plan_runs_nothing_and_lists_problems(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'invalid.json'), '--tools', TOOLS)
+    assert result.exit_code == 1
+    assert 'Plan is invalid' in result.output
+    assert 'started' not in result.output and 'What the model sees' not in result.output
+
+
+# --- bad input --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('command', ['run', 'validate'])
+def test_missing_plan_file(runner: CliRunner, command: str, tmp_path: Path) -> None:
+    result = invoke(runner, command, str(tmp_path / 'nope.json'), '--tools', TOOLS)
+    assert result.exit_code == 2
+    assert 'Plan file not found' in flat(result.output) and 'nope.json' in result.output
+
+
+@pytest.mark.parametrize('command', ['run', 'validate'])
+def test_plan_file_that_is_not_json(runner: CliRunner, command: str, tmp_path: Path) -> None:
+    path = tmp_path / 'plan.json'
+    path.write_text('{"steps": [ oops')
+    result = invoke(runner, command, str(path), '--tools', TOOLS)
+    assert result.exit_code == 2
+    assert 'is not valid JSON' in flat(result.output) and 'line 1 column' in flat(result.output)
+
+
+def test_plan_file_that_is_a_directory_or_not_utf8(runner: CliRunner, tmp_path: Path) -> None:
+    assert 'is a directory' in flat(invoke(runner, 'run', str(tmp_path), '--tools', TOOLS).output)
+    binary = tmp_path / 'plan.json'
+    binary.write_bytes(b'\xff\xfe\x00garbage')
+    result = invoke(runner, 'validate', str(binary), '--tools', TOOLS)
+    assert result.exit_code == 2 and 'not UTF-8' in flat(result.output)
+
+
+@pytest.mark.parametrize('data', [[], 'just a string', 42, {'steps': 'nope'}, {'steps': []}, {}])
+def test_json_that_is_not_a_plan(runner: CliRunner, tmp_path: Path, data: Any) -> None:
+    result = invoke(runner, 'validate', write_plan(tmp_path, data), '--tools', TOOLS)
+    assert result.exit_code == 1
+    assert 'Plan is invalid' in result.output
+
+
+@pytest.mark.parametrize(('spec', 'message'), [
+    ('examples.tools', 'expected module:attribute'),
+    ('no_such_module_xyz:TOOLS', "could not import module 'no_such_module_xyz'"),
+    ('examples.tools:NOPE', "has no attribute 'NOPE'"),
+    ('examples.tools:LATENCY_SCALE', 'does not give usable tools'),
+])
+@pytest.mark.parametrize('command', ['run', 'validate'])
+def test_bad_tools_option(runner: CliRunner, command: str, spec: str, message: str) -> None:
+    result = invoke(runner, command, str(PLANS / 'weather.json'), '--tools', spec)
+    assert result.exit_code == 2
+    assert message in flat(result.output)
+
+
+def test_unknown_tool_names_the_available_ones(runner: CliRunner, tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, {'steps': [{'id': 'a', 'tool': 'get_wether', 'arguments': {'city': 'Oslo'}}]})
+    result = invoke(runner, 'validate', plan, '--tools', TOOLS)
+    assert result.exit_code == 1
+    assert "'get_wether'" in result.output and 'get_weather' in result.output
+
+
+# --- renderers --------------------------------------------------------------------------------------------------
+
+def _run(plan: str) -> Any:
+    from toolweave.plan import run_plan_sync
+
+    return run_plan_sync(json.loads((PLANS / plan).read_text()), examples.tools.TOOLS)
+
+
+def _render(renderable: Any, width: int = 100, *, encoding: str = 'utf-8') -> str:
+    stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding)
+    console = Console(file=stream, width=width, color_system=None, legacy_windows=False)
+    console.print(renderable)
+    stream.flush()
+    stream.seek(0)
+    return stream.read()
+
+
+def test_timeline_bars_follow_the_schedule() -> None:
+    run = _run('weather.json')
+    lines = _render(render_timeline(run, 100)).splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    rows = {line.split()[0]: line for line in lines[1:]}
+
+    def span(row: str) -> tuple[int, int]:
+        bar = row.split('│')[1]  # columns inside the chart area
+        cells = [i for i, ch in enumerate(bar) if ch in '█▏▎▍▌▋▊▉']
+        return cells[0], cells[-1]
+
+    cities = [span(rows[c]) for c in ('tokyo', 'paris', 'lima')]
+    warmest = span(rows['warmest'])
+    assert all(start <= 2 for start, _ in cities)  # the three lookups start together
+    assert warmest[0] >= max(end for _, end in cities) - 1  # compare starts when the slowest lookup ends
+    slowest = max(run.steps[:3], key=lambda s: s.duration or 0)
+    assert span(rows[slowest.id])[1] == max(end for _, end in cities)
+    assert format_duration(run.duration) in lines[0]
+
+
+def test_timeline_marks_skipped_steps_and_falls_back_to_ascii() -> None:
+    run = _run('failing.json')
+    text = _render(render_timeline(run, 80), encoding='ascii')
+    rows = {line.split()[0]: line for line in text.splitlines()[1:]}
+    assert '#' in rows['status'] and '#' in rows['weather']
+    assert 'x' in rows['alert'].split('|')[1] and '#' not in rows['alert']
+    assert rows['alert'].rstrip().endswith('skipped')
+
+
+def test_totals_and_live_table() -> None:
+    run = _run('fanout.json')
+    totals = _render(render_totals(run), 200)
+    assert '12 steps in 2 waves: 12 succeeded, 0 failed, 0 skipped, 0 cancelled' in totals
+    assert 'from running in parallel' in totals
+    from toolweave.plan import parse_plan
+
+    view = LiveSteps(parse_plan(json.loads((PLANS / 'fanout.json').read_text())), max_rows=5)
+    table = _render(view, 120)
+    rows = [line for line in table.splitlines() if 'fetch_price' in line or 'aggregate' in line]
+    assert len(rows) == 5 and all('waiting' in row for row in rows)
+    assert table.splitlines()[-1] == '12 waiting  (7 more steps not shown)'
+
+
+@pytest.mark.parametrize(('seconds', 'text'), [
+    (None, '-'), (0.0004, '400 µs'), (0.0123, '12 ms'), (1.5, '1.50 s'), (125, '2 min 05 s'),
+])
+def test_format_duration(seconds: float | None, text: str) -> None:
+    assert format_duration(seconds) == text

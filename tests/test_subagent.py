@@ -1,0 +1,139 @@
+"""Sub-agents: an Agent used as a tool, its input schema, the spawned blackboard, context and usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+import toolweave
+from toolweave import Agent, Budget, SubAgentTool, UserError, tool
+from toolweave.models import ToolMessage, UserMessage
+from toolweave.testing import FakeTool, ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+class WorksToFind(BaseModel):
+    composer: str = Field(description='Who wrote the works.')
+    count: int = 3
+
+
+def call(name: str, arguments: Any = None) -> dict[str, Any]:
+    return {'tool': name, 'arguments': arguments or {}}
+
+
+def test_input_schema_comes_from_the_pydantic_model() -> None:
+    child = Agent(ScriptedModel([]), name='finder', description='Finds performances.')
+    sub = child.as_tool(input_type=WorksToFind)
+    assert isinstance(sub, SubAgentTool)
+    assert sub.name == 'finder' and sub.description == 'Finds performances.'
+    params = dict(sub.definition.parameters)
+    assert params['properties'] == {
+        'composer': {'description': 'Who wrote the works.', 'type': 'string'},
+        'count': {'default': 3, 'type': 'integer'},
+    }
+    assert params['required'] == ['composer'] and params['additionalProperties'] is False
+    assert 'title' not in params
+
+
+def test_default_schema_is_a_prompt_string() -> None:
+    sub = Agent(ScriptedModel([]), name='helper').as_tool('ask_helper', 'Ask the helper.')
+    assert sub.name == 'ask_helper' and sub.description == 'Ask the helper.'
+    assert sub.definition.parameters['required'] == ['prompt']
+
+
+def test_bad_sub_agent_configuration() -> None:
+    agent = Agent(ScriptedModel([]))
+    with pytest.raises(UserError, match='pydantic BaseModel'):
+        agent.as_tool(input_type=dict)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match='input_type'):
+        agent.as_tool(prompt=lambda x: 'x')
+    with pytest.raises(toolweave.ToolNameError):
+        agent.as_tool('bad name')
+
+
+async def test_sub_agent_shares_a_spawned_blackboard_with_its_parent() -> None:
+    seen_by_child: list[Any] = []
+
+    @tool
+    def look() -> str:
+        """Look at what the parent put on the blackboard."""
+        process = toolweave.current_process()
+        assert process is not None
+        seen_by_child.append(process.blackboard.get('order'))
+        seen_by_child.append(process.blackboard.get('input'))
+        process.add('child finding', name='finding')
+        return 'looked'
+
+    @tool
+    def prepare() -> str:
+        """Put an order on the blackboard."""
+        process = toolweave.current_process()
+        assert process is not None
+        process.add({'id': 7}, name='order')
+        return 'prepared'
+
+    child_model = ScriptedModel([call('look'), 'child answer'])
+    child = Agent(child_model, tools=[look], name='finder')
+    parent_model = ScriptedModel([call('prepare'), call('finder', {'composer': 'Bach'}), 'parent answer'])
+    parent = Agent(parent_model, tools=[prepare, child.as_tool(input_type=WorksToFind)])
+    result = await parent.run('go')
+
+    assert result.output == 'parent answer'
+    assert seen_by_child == [{'id': 7}, WorksToFind(composer='Bach')]
+    board = result.process.blackboard
+    assert board.get('finding') == 'child finding'  # published to the parent when the child finished
+    tool_messages = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert tool_messages[1].content == 'child answer'
+    # the child's prompt is the validated input as JSON
+    assert child_model.requests[0].messages[-1] == UserMessage('{"composer":"Bach","count":3}')
+    # usage rolls up: 3 parent LLM calls + 2 child calls; tool calls: prepare, finder, look
+    assert result.usage.llm_calls == 5 and result.usage.tool_calls == 3
+
+
+async def test_sub_agent_input_errors_go_back_to_the_model() -> None:
+    child_model = ScriptedModel([])
+    child = Agent(child_model, name='finder')
+    parent_model = ScriptedModel([call('finder', {'count': 'many'}), 'gave up'])
+    result = await Agent(parent_model, tools=[child.as_tool(input_type=WorksToFind)]).run('go')
+    [message] = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert message.is_error and 'composer: Field required' in message.content and 'count:' in message.content
+    assert child_model.call_count == 0
+
+
+async def test_sub_agent_gets_the_call_context_and_a_new_loop_id() -> None:
+    probe = FakeTool('probe')
+    child = Agent(ScriptedModel([call('probe'), 'done']), tools=[probe], name='child', context={'base': 1})
+    parent = Agent(ScriptedModel([call('child', {'prompt': 'do it'}), 'ok']), tools=[child.as_tool()],
+                   context={'tenant': 'acme'})
+    result = await parent.run('go', context={'user': 'u1'})
+    seen = probe.calls[0].context
+    assert seen['tenant'] == 'acme' and seen['user'] == 'u1' and seen['base'] == 1
+    assert seen.loop_id is not None and seen.loop_id != result.process.context.loop_id
+
+
+async def test_sub_agent_prompt_formatter_and_failure() -> None:
+    child = Agent(ScriptedModel(['x']), name='child', budget=Budget(max_llm_calls=0))
+    sub = child.as_tool(input_type=WorksToFind, prompt=lambda w: f'Find {w.count} works by {w.composer}.')
+    result = await Agent(ScriptedModel([call('child', {'composer': 'Bach'}), 'ok']), tools=[sub]).run('go')
+    [message] = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert message.is_error and 'max_llm_calls=0' in message.content  # a child's budget becomes a failure
+
+
+async def test_sub_agent_events_bubble_up_to_the_parent() -> None:
+    child = Agent(ScriptedModel(['child says hi']), name='child')
+    parent = Agent(ScriptedModel([call('child', {'prompt': 'hi'}), 'ok']), tools=[child.as_tool()])
+    events: list[toolweave.AgentEvent] = []
+    result = await parent.run('go', on_event=events.append)
+    assert len({e.process_id for e in events}) == 2
+    assert result.process.id in {e.process_id for e in events}
+
+
+async def test_sub_agent_tool_outside_a_run_uses_a_fresh_blackboard() -> None:
+    child = Agent(ScriptedModel(['alone']), name='child')
+    result = await child.as_tool().call({'prompt': 'hi'})
+    assert result.output == 'alone'
+    missing = await child.as_tool().call({'prompt': ''})
+    assert missing.error is not None and 'prompt' in missing.error
