@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -209,10 +210,15 @@ def sample_latencies(
 
 
 class FakeTool(Tool):
-    """The tool every generated step calls: sleeps its step's latency, then returns the step id."""
+    """The tool every generated step calls: sleeps its step's latency, then returns the step id.
+
+    `slept` maps each step id to the seconds its sleep actually took (the sleep's own lateness, apart from
+    whatever the executor adds around the call); clear it between runs.
+    """
 
     def __init__(self, latencies: Mapping[str, float] | None = None, *, name: str = TOOL_NAME) -> None:
         self._latencies = dict(latencies or {})
+        self.slept: dict[str, float] = {}
         self._definition = ToolDefinition(
             name,
             'Benchmark tool: sleeps the latency sampled for `step`, then returns the step id.',
@@ -231,5 +237,7 @@ class FakeTool(Tool):
         step = str(load_arguments(arguments, self._definition.name).get('step', ''))
         delay = self._latencies.get(step, 0.0)
         if delay > 0:
+            began = time.perf_counter()
             await anyio.sleep(delay)
+            self.slept[step] = time.perf_counter() - began
         return ToolResult.success(step)

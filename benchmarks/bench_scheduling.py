@@ -33,15 +33,17 @@ from typing import Any
 import anyio
 
 from benchmarks._dags import FakeTool, critical_path, dependencies, random_dag, sample_latencies, waves
+from toolweave.plan import run_plan
 from toolweave.tools import Tool
 
-__all__ = ('DagResult', 'main', 'run_waves')
+__all__ = ('DagResult', 'attribute', 'main', 'run_waves')
 
 RESULTS = Path(__file__).parent / 'results' / 'scheduling.json'
 SIZES = (20, 50, 100, 200, 500)
 QUICK_SIZES = (20, 50)
 TARGET_MEDIAN = 1.02
 TARGET_P95 = 1.05
+PARTS = ('timer', 'step', 'dispatch', 'outside', 'chain_excess')
 
 
 # --- the reference: the seed's wave-by-wave executor ---------------------------------------------------------
@@ -98,6 +100,8 @@ class DagResult:
     """Wall-clock seconds per executor."""
     measured_critical_path: dict[str, float] = field(default_factory=dict[str, float])
     """Critical path recomputed from the durations each executor measured for its steps."""
+    overhead: dict[str, dict[str, float]] = field(default_factory=dict[str, dict[str, float]])
+    """Per executor, `attribute(...)`: where the time above the critical path went (seconds)."""
 
     def ratio(self, executor: str) -> float:
         return self.makespan[executor] / self.critical_path
@@ -106,22 +110,54 @@ class DagResult:
         return self.makespan[executor] / self.measured_critical_path[executor]
 
 
-async def _run_toolweave(plan: dict[str, Any], tool: Tool) -> tuple[float, dict[str, float]]:
-    from toolweave.plan import run_plan
+Spans = dict[str, tuple[float, float]]
+"""Each step's (start, end) in seconds since the executor started it."""
 
+
+async def _run_toolweave(plan: dict[str, Any], tool: Tool) -> tuple[float, Spans]:
     start = time.perf_counter()
     run = await run_plan(plan, [tool])
     makespan = time.perf_counter() - start
     if not run.ok:
         raise RuntimeError(f'toolweave run of a benchmark DAG did not succeed:\n{run.summary[:2000]}')
-    return makespan, {s.id: s.duration or 0.0 for s in run.steps}
+    return makespan, {s.id: (s.started_at or 0.0, s.ended_at or 0.0) for s in run.steps}
 
 
-async def _run_reference(plan: dict[str, Any], tool: Tool) -> tuple[float, dict[str, float]]:
+async def _run_reference(plan: dict[str, Any], tool: Tool) -> tuple[float, Spans]:
     start = time.perf_counter()
-    times = await run_waves(plan, {tool.name: tool})
-    makespan = time.perf_counter() - start
-    return makespan, {step: end - began for step, (began, end) in times.items()}
+    spans = await run_waves(plan, {tool.name: tool})
+    return time.perf_counter() - start, spans
+
+
+def attribute(plan: Mapping[str, Any], latencies: Mapping[str, float], spans: Spans, makespan: float,
+              critical: float, slept: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Where the time above the critical path went, in seconds; the parts add up to `makespan - critical`.
+
+    Walks back from the step that ended last through, at each step, the dependency that ended last (the
+    chain that actually held the run up) and splits the makespan into: `chain_excess` (that chain's sampled
+    latencies minus the critical path: nonzero when lateness made another chain the binding one), `timer`
+    (how much later than asked each sleep woke up, from `slept`), `step` (the rest of each measured step
+    duration: resolving arguments, `Tool.call`'s bookkeeping, recording the result), `dispatch` (from a
+    step's last dependency ending to the step starting: the scheduler), and `outside` (before the first step
+    and after the last one: parsing, validation, setup, teardown).
+    """
+    deps = dependencies(plan)
+    slept = slept or {}
+    last = max(spans, key=lambda s: spans[s][1])
+    parts = {'chain_excess': -critical, 'timer': 0.0, 'step': 0.0, 'dispatch': 0.0,
+             'outside': makespan - spans[last][1]}
+    step: str | None = last
+    while step is not None:
+        began, ended = spans[step]
+        asleep = slept.get(step, latencies[step])
+        parts['chain_excess'] += latencies[step]
+        parts['timer'] += asleep - latencies[step]
+        parts['step'] += (ended - began) - asleep
+        before = max(deps[step], key=lambda d: spans[d][1], default=None)
+        ready = spans[before][1] if before is not None else 0.0
+        parts['dispatch' if before is not None else 'outside'] += began - ready
+        step = before
+    return parts
 
 
 async def _measure_dag(size: int, seed: int, *, median: float, max_depth: int) -> DagResult:
@@ -138,9 +174,11 @@ async def _measure_dag(size: int, seed: int, *, median: float, max_depth: int) -
     runners = {'toolweave': _run_toolweave, 'waves': _run_reference}
     order = list(runners) if seed % 2 == 0 else list(reversed(runners))  # alternate who runs first
     for name in order:
-        makespan, durations = await runners[name](plan, tool)
+        tool.slept.clear()
+        makespan, spans = await runners[name](plan, tool)
         result.makespan[name] = makespan
-        result.measured_critical_path[name] = critical_path(plan, durations)
+        result.measured_critical_path[name] = critical_path(plan, {s: end - began for s, (began, end) in spans.items()})
+        result.overhead[name] = attribute(plan, latencies, spans, makespan, result.critical_path, tool.slept)
     return result
 
 
@@ -179,7 +217,10 @@ def _summarise(results: Sequence[DagResult], sizes: Sequence[int]) -> dict[str, 
             'dags': len(group),
             'critical_path_ms': statistics.median(r.critical_path for r in group) * 1000,
             **{name: {'ratio': _stats([r.ratio(name) for r in group]),
-                      'measured_ratio': _stats([r.measured_ratio(name) for r in group])}
+                      'measured_ratio': _stats([r.measured_ratio(name) for r in group]),
+                      'overhead_pct_of_cp': {part: statistics.median(r.overhead[name][part] / r.critical_path * 100
+                                                                     for r in group)
+                                             for part in PARTS}}
                for name in ('toolweave', 'waves')},
         }
     return classes
@@ -199,6 +240,16 @@ def _print_table(classes: Mapping[str, Any]) -> None:
               f'{wv["ratio"]["max"]:>6.3f}')
 
 
+def _print_attribution(classes: Mapping[str, Any]) -> None:
+    print('\ntoolweave: time above the critical path, median % of it (see `attribute`)')
+    header = f'{"steps":>6} | ' + ' '.join(f'{part:>12}' for part in PARTS)
+    print(header)
+    print('-' * len(header))
+    for label, row in classes.items():
+        parts = row['toolweave']['overhead_pct_of_cp']
+        print(f'{label:>6} | ' + ' '.join(f'{parts[part]:>11.2f}%' for part in PARTS))
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the table and write the JSON report; returns the report."""
     parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_scheduling', description=__doc__.split('\n')[0])
@@ -213,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     async def measure() -> tuple[list[DagResult], dict[str, float]]:
         overshoot = await _sleep_overshoot()
+        await _measure_dag(20, 99, median=median, max_depth=max_depth)  # warm-up: first-call costs, not measured
         results = []
         for size in sizes:
             for seed in range(per_size):
@@ -230,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results, overshoot = anyio.run(measure, backend=args.backend)
     classes = _summarise(results, sizes)
     _print_table(classes)
+    _print_attribution(classes)
     overall = classes['all']['toolweave']['ratio']
     verdict = overall['median'] <= TARGET_MEDIAN and overall['p95'] <= TARGET_P95
     print(f'\nsleep({overshoot["delay_ms"]:.0f} ms) wakes late by median {overshoot["median_ms"]:.2f} ms, '

@@ -378,3 +378,66 @@ async def test_bad_prompt_is_rejected() -> None:
 async def test_model_string_goes_through_infer_model() -> None:
     agent = Agent('openai:gpt-4o-mini')
     assert 'gpt-4o-mini' in agent.model.name
+
+
+# --- hanging tools, huge outputs, cancellation ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_a_hanging_tool_times_out_and_the_model_is_told(anyio_backend: str) -> None:
+    hanging = FakeTool('hanging', hang=True)
+    quick = FakeTool('quick', 'fine')
+    model = ScriptedModel([[call('hanging'), call('quick')], 'moved on'])
+    with anyio.fail_after(5):
+        result = await Agent(model, tools=[hanging, quick], tool_timeout=0.2).run('go')
+    first, second = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert first.is_error and "Tool 'hanging' timed out after 0.2 s" in first.content
+    assert second.content == 'fine' and result.output == 'moved on'
+    assert hanging.calls[0].ended is not None
+
+
+async def test_tool_timeout_also_limits_plan_steps() -> None:
+    hanging = FakeTool('hanging', hang=True)
+    plan = {'steps': [{'id': 'h', 'tool': 'hanging', 'arguments': '{}'}]}
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'ok'])
+    with anyio.fail_after(5):
+        result = await Agent(model, tools=[hanging], tool_planning=True, tool_timeout=0.2).run('go')
+    assert result.plan_runs[0].step('h').status == 'failed'
+
+
+async def test_huge_tool_output_is_cut_for_the_model_but_kept_in_history() -> None:
+    big = FakeTool('big', output_chars=100_000)
+    result = await Agent(ScriptedModel([call('big'), 'ok']), tools=[big], max_output_chars=1000).run('go')
+    [message] = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert len(message.content) < 1100 and message.content.endswith('[cut 99000 of 100000 characters]')
+    assert len(result.process.history[0].result.output) == 100_000
+    default = await Agent(ScriptedModel([call('big'), 'ok']), tools=[big]).run('go')
+    assert '[cut 80000 of 100000 characters]' in [m for m in default.messages if isinstance(m, ToolMessage)][0].content
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_cancelling_a_run_stops_everything_and_records_it(anyio_backend: str) -> None:
+    hanging = FakeTool('hanging', hang=True)
+    events: list[AgentEvent] = []
+    processes: list[toolweave.AgentProcess | None] = []
+
+    def listen(event: AgentEvent) -> None:
+        events.append(event)
+        processes.append(toolweave.current_process())  # listeners run inside the run
+
+    agent = Agent(ScriptedModel([[call('hanging'), call('hanging')]]), tools=[hanging])
+    with anyio.fail_after(5):
+        with anyio.move_on_after(0.2):
+            await agent.run('go', on_event=listen)
+    assert hanging.call_count == 2 and all(c.ended is not None for c in hanging.calls)
+    assert len([e for e in events if isinstance(e, ToolCallStarted)]) == 2
+    process = processes[0]
+    assert process is not None and process.status == 'stopped' and process.stop_reason == 'cancelled'
+    assert toolweave.current_process() is None
+
+
+def test_bad_limits_are_rejected() -> None:
+    with pytest.raises(UserError, match='tool_timeout'):
+        Agent(ScriptedModel([]), tool_timeout=0)
+    with pytest.raises(UserError, match='max_output_chars'):
+        Agent(ScriptedModel([]), max_output_chars=0)

@@ -319,6 +319,7 @@ async def test_rule_predicate_that_raises_rejects() -> None:
     (lambda: ApprovalRule('x', action='maybe'), ValueError, "'approve' or 'reject'"),  # type: ignore[arg-type]
     (lambda: ApprovalRule('x', when='yes'), ValueError, 'function of the arguments'),  # type: ignore[arg-type]
     (lambda: RuleBasedReviewHandler(['allow *']), TypeError, 'Rule at index 0'),  # type: ignore[list-item]
+    (lambda: RuleBasedReviewHandler([], default='ask'), ValueError, "default must be 'approve'"),  # type: ignore[arg-type]
     (lambda: ReviewDecision('maybe'), ValueError, 'kind must be one of'),  # type: ignore[arg-type]
     (lambda: ReviewDecision('edit'), ValueError, 'needs the revised input'),
     (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be > 0'),
@@ -413,3 +414,39 @@ async def test_cancelled_review_cancels_the_call() -> None:
     with use_review_handler(Recorder(delay=30)), anyio.move_on_after(0.1) as scope:
         await gated.call('x')
     assert scope.cancelled_caught
+
+
+async def test_agent_runs_gated_tools_through_its_handler_and_ap9_propagates() -> None:
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    gated = gated_echo()
+    pipeline = ToolPipeline.of('save_report', 'Tidy and write a report',
+                               TextTool.from_function('tidy', 'tidies', lambda t: t.strip()), gated)
+    script = [{'tool': 'save_report', 'arguments': {'input': '  q3.txt '}}, 'Saved.']
+    handler = Recorder()
+    with record_approvals() as log:
+        result = await Agent(ScriptedModel(script), tools=[pipeline], review_handler=handler).run('save it')
+    assert 'Saved.' in str(result.output)
+    assert [r.arguments for r in handler.requests] == [{'input': 'q3.txt'}]
+    assert [r.outcome for r in log] == ['approved']
+    with pytest.raises(ToolConfigurationError, match="Tool 'write_file' requires approval"):
+        await Agent(ScriptedModel(script), tools=[pipeline]).run('save it')
+
+
+@pytest.mark.parametrize('module', ['toolweave.pipeline', 'toolweave.approval', 'toolweave._approval_log',
+                                    'toolweave._gated', 'toolweave._review_handlers', 'toolweave._console_review'])
+def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+    import inspect
+    import re
+    import textwrap
+
+    source = inspect.getsource(importlib.import_module(module))
+    blocks = re.findall(r'```python\n(.*?)```', source, re.S)
+    assert blocks
+    for block in blocks:
+        code = textwrap.dedent(block)
+        exec(compile(code, f'<{module} example>', 'exec'), {'__name__': 'example'})
+        shown = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
+        assert capsys.readouterr().out.splitlines() == shown, code

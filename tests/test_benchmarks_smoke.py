@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import anyio
 import pytest
-
 from benchmarks import __main__ as runner
 from benchmarks import _dags, bench_scheduling
 
@@ -26,6 +26,14 @@ def test_scheduling_quick_writes_its_report(tmp_path: Path, capsys: pytest.Captu
     assert set(data['classes']) == {'20', '50', 'all'}
     out = capsys.readouterr().out
     assert 'makespan / critical path' in out and 'toolweave med' in out
+
+
+@pytest.mark.parametrize('name', [n for n in runner.discover() if n != 'benchmarks.bench_scheduling'])
+def test_every_benchmark_quick_mode_writes_its_report(name: str, tmp_path: Path) -> None:
+    # The convention every bench_*.py follows: `main(argv)` with `--quick` and `--output PATH`.
+    output = tmp_path / 'report.json'
+    importlib.import_module(name).main(['--quick', '--output', str(output)])
+    assert isinstance(json.loads(output.read_text()), dict)
 
 
 def test_every_benchmark_module_is_discovered() -> None:

@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import examples.tools
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import examples.tools
 from toolweave.cli._app import app
 from toolweave.cli._render import LiveSteps, format_duration, render_timeline, render_totals
 
@@ -107,7 +107,8 @@ def test_run_in_a_terminal_uses_the_live_view_then_prints_the_report(runner: Cli
     plain = ANSI.sub('', re.sub(r'\x1b\[[0-9;?]*[A-Za-z]', '', result.output))
     assert 'started' not in plain  # the live table replaces the event log
     assert re.search(r'5 steps in 5 waves: 5 succeeded', plain)
-    assert 'Hello Ada Lovelace, your orders total 186.5 EUR.' in plain
+    assert 'Hello Ada Lovelace, your orders total 186.5 EUR.' in flat(plain)
+    assert re.search(r'notify\s+notify\s+4\s+(waiting|running|done)', plain)  # the live table was drawn
 
 
 def test_tool_output_is_never_read_as_console_markup(runner: CliRunner, tmp_path: Path,
@@ -398,3 +399,51 @@ def test_totals_and_live_table() -> None:
 ])
 def test_format_duration(seconds: float | None, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+FORMS = '''
+    from toolweave import tool
+    from toolweave.tools._toolset import Toolset
+
+    @tool
+    def double(x: int) -> int:
+        """Twice x."""
+        return 2 * x
+
+    def plain(x: int) -> int:
+        """x plus one (a plain function: the Toolset makes it a tool)."""
+        return x + 1
+
+    class Maths:
+        @tool
+        def square(self, x: int) -> int:
+            """x squared."""
+            return x * x
+
+    TOOLSET = Toolset([double])
+    TUPLE = (double, plain)
+    MATHS = Maths()
+'''
+
+
+@pytest.mark.parametrize(('attribute', 'tool_name', 'expected'), [
+    ('TOOLSET', 'double', 6), ('double', 'double', 6), ('plain', 'plain', 4), ('TUPLE', 'plain', 4),
+    ('MATHS', 'square', 9),
+])
+def test_tools_option_accepts_every_form(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         attribute: str, tool_name: str, expected: int) -> None:
+    module = write_module(tmp_path, monkeypatch, 'tool_forms', FORMS)
+    plan = write_plan(tmp_path, {'steps': [{'id': 'a', 'tool': tool_name, 'arguments': {'x': 3}}]})
+    result = invoke(runner, 'run', plan, '--tools', f'{module}:{attribute}', '--json')
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)['steps'][0]['value'] == expected
+
+
+def test_live_table_shows_known_waves_before_steps_start() -> None:
+    from toolweave.plan import parse_plan
+
+    plan = parse_plan(json.loads((PLANS / 'chain.json').read_text()))
+    view = LiveSteps(plan, waves=[['user'], ['orders'], ['total'], ['in_euros'], ['notify']])
+    rows = {line.split()[0]: line.split() for line in _render(view, 120).splitlines()[1:-1]}
+    assert [rows[s][2] for s in ('user', 'orders', 'total', 'in_euros', 'notify')] == ['0', '1', '2', '3', '4']
+    assert all(row[3] == 'waiting' for row in rows.values())

@@ -25,7 +25,7 @@ from toolweave import ConsoleReviewHandler, ExitEarly, ReviewRequest, TextTool, 
 
 pytestmark = pytest.mark.skipif(sys.platform == 'win32', reason='pseudo-terminals are POSIX only')
 
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import sys, threading
     import anyio
     from toolweave import (ConsoleReviewHandler, ExitEarly, TextTool, record_approvals, requires_approval,
@@ -64,7 +64,7 @@ CHILD = textwrap.dedent('''
         anyio.run(main, sys.argv[1])
     except ExitEarly as exc:
         print(f'EXIT {exc}', flush=True)
-''')
+""")
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07')
 
@@ -268,3 +268,31 @@ async def test_quit_answer_raises_exit_early_and_bad_options() -> None:
     with pytest.raises(ValueError, match='max_chars'):
         ConsoleReviewHandler(max_chars=0)
     await anyio.lowlevel.checkpoint()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_waiting_for_a_line_is_cancellable(anyio_backend: str) -> None:
+    # A review waiting on a real file descriptor times out (on either backend), and a later line answers the next
+    # review: nothing was lost or consumed by the cancelled wait.
+    read_fd, write_fd = os.pipe()
+    with open(read_fd, encoding='utf-8') as stdin:  # noqa: ASYNC230 - wraps a pipe, opens nothing
+        output = io.StringIO()
+        handler = ConsoleReviewHandler(stdin=stdin, console=Console(file=output, width=100))
+        request = ReviewRequest('wait', 'wait: x', 'x', timeout=0.2, on_timeout='continue')
+        decision = await handler.review(request)
+        assert (decision.kind, decision.timed_out) == ('continue', True)
+        assert 'No answer within 0.2 s: approved.' in output.getvalue()
+        os.write(write_fd, b'r late\na\n')
+        assert (await handler.review(request)).reason == 'late'
+        assert (await handler.review(request)).kind == 'continue'  # the buffered second line
+        os.close(write_fd)
+        closed = await handler.review(request)
+        assert (closed.kind, closed.reason) == ('exit_early', 'no reviewer input (stdin closed)')
+    read_fd, write_fd = os.pipe()
+    with open(read_fd, encoding='utf-8') as stdin:  # noqa: ASYNC230 - wraps a pipe, opens nothing
+        handler = ConsoleReviewHandler(stdin=stdin, console=Console(file=io.StringIO()))
+        with anyio.move_on_after(0.2) as scope:  # cancelling the run also ends a wait without a timeout
+            await handler.review(ReviewRequest('wait', 'wait: y', 'y', timeout=None))
+        assert scope.cancelled_caught
+    os.close(write_fd)

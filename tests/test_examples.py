@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import examples.tools
 import pytest
+from examples.tools import TOOLS
 from typer.testing import CliRunner
 
-import examples.tools
-from examples.tools import TOOLS
 from toolweave.cli._app import app
 from toolweave.plan import parse_plan, run_plan_sync, validate_plan
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -623,3 +624,19 @@ async def test_partials_and_callable_objects() -> None:
     inc = function_tool(AsyncIncrement())
     assert (inc.name, inc.description) == ('async_increment', '')
     assert (await inc.call({'x': 2})).output == '3'
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar('request_id', default='unset')
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_context_variables_reach_sync_tools_in_threads(anyio_backend: str) -> None:
+    @tool
+    def read_request_id() -> str:
+        return REQUEST_ID.get()
+
+    token = REQUEST_ID.set('req-7')
+    try:
+        assert (await read_request_id.call()).output == 'req-7'  # the run's ambient state (metrics, reviewer)
+    finally:
+        REQUEST_ID.reset(token)

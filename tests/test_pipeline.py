@@ -51,7 +51,7 @@ class Step(TextTool):
         self.inputs: list[str] = []
         self.contexts: list[ToolCallContext] = []
 
-    async def run(self, text: str, context: ToolCallContext) -> Any:
+    async def run(self, text: str, context: ToolCallContext) -> Any:  # type: ignore[override]
         self.inputs.append(text)
         self.contexts.append(context)
         if isinstance(self.behaviour, BaseException):
@@ -583,3 +583,20 @@ def test_repr_and_call_sync() -> None:
     pipeline = ToolPipeline.of(prefix('A:'), prefix('B:'))
     assert repr(pipeline) == "ToolPipeline(name='prefix_a_then_prefix_b', steps=['prefix_a', 'prefix_b'])"
     assert pipeline.call_sync('z').output == 'B:A:z'
+
+
+def test_steps_must_be_a_list() -> None:
+    with pytest.raises(UserError, match=r'steps of ToolPipeline must be a list of tools'):
+        ToolPipeline(Step('a'))  # type: ignore[arg-type]
+
+
+async def test_pl33_one_model_tool_call_runs_every_step_once() -> None:
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    a, b = Step('clean', lambda t: t.strip()), Step('shout', lambda t: t.upper())
+    model = ScriptedModel([{'tool': 'clean_then_shout', 'arguments': {'input': '  hi '}}, 'done'])
+    result = await Agent(model, tools=[ToolPipeline.of(a, b)]).run('go')
+    assert 'done' in str(result.output)
+    assert (a.inputs, b.inputs) == (['  hi '], ['hi'])
+    assert [t.name for t in model.requests[0].tools] == ['clean_then_shout']

@@ -128,6 +128,9 @@ async def test_process_records_status_times_history_and_usage() -> None:
     assert all(0 <= r.started_at <= r.ended_at for r in process.history)
     assert process.usage == result.usage and process.usage.tool_calls == 2 and process.usage.llm_calls == 2
     assert process.usage.total_tokens == process.usage.input_tokens + process.usage.output_tokens > 0
+    [(model_name, model_usage)] = process.models.items()
+    assert model_name == 'scripted' and model_usage.requests == 2
+    assert model_usage.input_tokens == process.usage.input_tokens
     assert 'completed' in repr(process)
 
 

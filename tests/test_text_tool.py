@@ -8,6 +8,8 @@ import threading
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from toolweave import (
     GLOBAL_METRICS,
@@ -218,3 +220,28 @@ def test_misuse() -> None:
 def test_metadata_flags() -> None:
     meta = TextTool.from_function('f', 'd', lambda t: t, return_direct=True, category='x').definition.metadata
     assert (meta.return_direct, meta.category, meta.requires_approval) == (True, 'x', False)
+
+
+@given(st.text())
+def test_any_string_input_is_unwrapped_exactly(value: str) -> None:  # AD-4
+    assert text_input(json.dumps({'input': value})) == value
+    assert text_input({'input': value}) == value
+
+
+@given(st.text().filter(lambda s: not _is_json(s)))
+def test_any_non_json_text_is_passed_raw(value: str) -> None:  # AD-9
+    assert text_input(value) == value
+
+
+@given(st.dictionaries(st.text().filter(lambda k: k != 'input'), st.integers() | st.text() | st.none()))
+def test_json_without_input_is_passed_whole(value: dict[str, object]) -> None:  # AD-10
+    raw = json.dumps(value)
+    assert text_input(raw) == raw
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

@@ -92,5 +92,19 @@ from toolweave.agent import (
     ToolCallStarted,
     current_process,
 )
+from toolweave.models import (
+    AssistantMessage,
+    Message,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    RetryPolicy,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    infer_model,
+)
 
 __version__ = '0.1.0'

@@ -7,7 +7,8 @@ event loops and threads and never blocks an event loop.
 
 Answers are read from the file descriptor with `select`, in a worker thread that checks for cancellation, so a
 review times out (or is cancelled with its run) even while it waits for a line. Streams without a file
-descriptor (an `io.StringIO` in a test) are read with a plain `readline` instead.
+descriptor (an `io.StringIO` in a test), and every stream on Windows, are read with a plain `readline` instead;
+such a wait cannot be interrupted until the line arrives.
 """
 
 from __future__ import annotations
@@ -259,6 +260,7 @@ def _readline_fd(fd: int) -> str | None:
             chunk = b''
         if not chunk:
             if not buffer:
+                _pending.pop(fd, None)  # the descriptor number may be reused by another file later
                 return None
             line = bytes(buffer)
             buffer.clear()

@@ -141,8 +141,13 @@ class RuleBasedReviewHandler:
                 raise TypeError(f'Rule at index {index} of RuleBasedReviewHandler must be an ApprovalRule, got '
                                 f'{type(rule).__name__}: {rule!r}. Use ApprovalRule.allow(...) or '
                                 'ApprovalRule.deny(...).')
-        if default not in ('approve', 'reject'):
+        self._fallback: ReviewHandler | None = None
+        if not isinstance(default, str):
             check_review_handler(default, 'RuleBasedReviewHandler(default=...)')
+            self._fallback = default
+        elif default not in ('approve', 'reject'):
+            raise ValueError(f"RuleBasedReviewHandler default must be 'approve', 'reject' or a ReviewHandler, got "
+                             f'{default!r}.')
         self.default = default
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
@@ -155,12 +160,11 @@ class RuleBasedReviewHandler:
                 if rule.action == 'approve':
                     return ReviewDecision.approve()
                 return ReviewDecision.reject(rule.reason or f'denied by rule {index} ({rule.describe()})')
+        if self._fallback is not None:
+            return await ask_handler(self._fallback, request)
         if self.default == 'approve':
             return ReviewDecision.approve()
-        if self.default == 'reject':
-            return ReviewDecision.reject('no approval rule matched')
-        assert isinstance(self.default, ReviewHandler)  # checked in __init__
-        return await ask_handler(self.default, request)
+        return ReviewDecision.reject('no approval rule matched')
 
     def __repr__(self) -> str:
         return f'RuleBasedReviewHandler({len(self.rules)} rules, default={self.default!r})'

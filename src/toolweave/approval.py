@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,15 +49,22 @@ __all__ = (
     'DEFAULT_TIMEOUT',
     'ApprovalLog',
     'ApprovalRecord',
+    'ApprovalRequiredTool',
+    'ApprovalRule',
     'AutoApproveHandler',
+    'CallbackReviewHandler',
+    'ConsoleReviewHandler',
     'OnTimeout',
     'ReviewDecision',
     'ReviewHandler',
     'ReviewRequest',
     'ReviewTiming',
+    'RuleBasedReviewHandler',
+    'console_lock',
     'current_approval_log',
     'record_approvals',
     'request_approval',
+    'requires_approval',
     'review_call',
     'use_review_handler',
 )
@@ -175,9 +183,24 @@ class AutoApproveHandler:
         return 'AutoApproveHandler()'
 
 
+_handler_types: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def is_review_handler(handler: object) -> bool:
+    """`isinstance(handler, ReviewHandler)`, remembered per class: a protocol check walks the protocol's members
+    on every call, and the gate runs this on every gated call."""
+    cls = type(handler)
+    if cls in _handler_types:
+        return True
+    if isinstance(handler, ReviewHandler):
+        _handler_types.add(cls)
+        return True
+    return False
+
+
 def check_review_handler(handler: object, where: str) -> None:
     """Raise `ToolConfigurationError` unless `handler` is `None` or a `ReviewHandler` (AP-10)."""
-    if handler is not None and not isinstance(handler, ReviewHandler):
+    if handler is not None and not is_review_handler(handler):
         raise ToolConfigurationError(
             f'{where} is misconfigured: reviewHandler must be an instance of ReviewHandler (an object with '
             f'`async def review(self, request) -> ReviewDecision`), got {type(handler).__name__}: {handler!r}.'
@@ -187,7 +210,7 @@ def check_review_handler(handler: object, where: str) -> None:
 @contextmanager
 def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
     """Install `handler` for every gated tool call made inside the block, however deeply nested."""
-    if handler is not None and not isinstance(handler, ReviewHandler):
+    if handler is not None and not is_review_handler(handler):
         raise ToolConfigurationError(
             f'review handler must be an instance of ReviewHandler (an object with `async review(request)`), '
             f'got {type(handler).__name__}.'
@@ -293,15 +316,12 @@ def handles_own_timeout(handler: object) -> bool:
     """Whether `handler` applies `request.timeout` itself: the console handler starts the clock only once its
     prompt is on screen (time spent waiting for the console lock does not count), and the rule-based handler
     applies it to the handler it falls back to."""
-    from toolweave._console_review import ConsoleReviewHandler
-    from toolweave._review_handlers import RuleBasedReviewHandler
-
     return isinstance(handler, ConsoleReviewHandler | RuleBasedReviewHandler)
 
 
 async def ask_handler(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
     """`handler.review(request)` under the request's timeout; the on-timeout decision when it runs out."""
-    if request.timeout is None or handles_own_timeout(handler):
+    if request.timeout is None or type(handler) is AutoApproveHandler or handles_own_timeout(handler):
         return await handler.review(request)
     with anyio.move_on_after(request.timeout):
         return await handler.review(request)
@@ -321,3 +341,10 @@ def _record(handler: ReviewHandler, request: ReviewRequest, decision: ReviewDeci
             detail = f' | reason: {decision.reason}'
         logger.info('Review of %r by %s: %s in %.2f s | request: %s%s', request.tool_name, type(handler).__name__,
                     record.outcome, seconds, truncate(request.description), detail)
+
+
+# The handlers and the wrapper live in their own modules, which build on the names above; importing them last
+# makes `toolweave.approval` the one place to find everything about approval.
+from toolweave._console_review import ConsoleReviewHandler, console_lock  # noqa: E402
+from toolweave._gated import ApprovalRequiredTool, requires_approval  # noqa: E402
+from toolweave._review_handlers import ApprovalRule, CallbackReviewHandler, RuleBasedReviewHandler  # noqa: E402

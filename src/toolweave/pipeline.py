@@ -116,6 +116,9 @@ class ToolPipeline(Tool):
         error_strategy: ErrorStrategy = ErrorStrategy.FAIL_FAST,
         review_handler: ReviewHandler | None = None,
     ) -> None:
+        if isinstance(steps, Tool | str) or not isinstance(steps, Iterable):
+            raise UserError(f'steps of ToolPipeline must be a list of tools, got {steps!r}. Pass '
+                            'ToolPipeline([step_a, step_b]) or ToolPipeline.of(step_a, step_b).')
         stages = tuple(_stage(step, index) for index, step in enumerate(steps))
         if not isinstance(error_strategy, ErrorStrategy):
             raise UserError(f'error_strategy of ToolPipeline must be an ErrorStrategy, got {error_strategy!r}. Use '

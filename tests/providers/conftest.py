@@ -5,7 +5,9 @@ The lead may make `block_model_requests` global by moving it to `tests/conftest.
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +85,9 @@ class Replay:
     def from_cassette(cls, name: str) -> Replay:
         return cls([item['response'] for item in load_cassette(name)['interactions']])
 
-    def _answer(self, method: str, url: str, headers: dict[str, str], content: bytes) -> tuple[int, dict[str, str], bytes]:
+    def _answer(
+        self, method: str, url: str, headers: dict[str, str], content: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         self.sent.append(Sent(method, url, headers, json.loads(content) if content else None))
         index = len(self.sent) - 1
         if index >= len(self.replies):
@@ -102,9 +106,7 @@ class Replay:
 
     def httpx2_client(self) -> httpx2.AsyncClient:
         def handler(request: httpx2.Request) -> httpx2.Response:
-            status, headers, raw = self._answer(
-                request.method, request.url.path, dict(request.headers), request.read()
-            )
+            status, headers, raw = self._answer(request.method, request.url.path, dict(request.headers), request.read())
             return httpx2.Response(status, headers=headers, content=raw)
 
         return httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
@@ -133,3 +135,42 @@ class Sleeps:
 @pytest.fixture
 def sleeps() -> Iterator[Sleeps]:
     yield Sleeps()
+
+
+@dataclass
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 answering with recorded replies (exercises the adapters' own clients)."""
+
+    base_url: str
+    replay: Replay
+
+
+@pytest.fixture
+def local_server() -> Iterator[LocalServer]:
+    replay = Replay([])
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            content = self.rfile.read(int(self.headers.get('content-length', 0)))
+            status, headers, raw = replay._answer(
+                'POST', self.path, {k.lower(): v for k, v in self.headers.items()}, content
+            )
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header('content-length', str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield LocalServer(f'http://127.0.0.1:{server.server_address[1]}', replay)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

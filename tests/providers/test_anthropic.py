@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 import anthropic
+import anyio
 import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toolweave.models
 from toolweave import ModelError, ToolDefinition, UserError
@@ -146,7 +149,10 @@ async def test_user_text_after_tool_results_joins_the_same_turn() -> None:
     assert body['system'] == 'First.\n\nSecond system note.'
     assert body['messages'] == [
         {'role': 'user', 'content': [{'type': 'text', 'text': 'go'}]},
-        {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 't1', 'name': 'get_weather', 'input': {'city': 'Oslo'}}]},
+        {
+            'role': 'assistant',
+            'content': [{'type': 'tool_use', 'id': 't1', 'name': 'get_weather', 'input': {'city': 'Oslo'}}],
+        },
         {
             'role': 'user',
             'content': [
@@ -161,7 +167,9 @@ async def test_malformed_tool_arguments_in_history_stay_visible() -> None:
     replay = Replay([TEXT_REPLY])
     history = [
         UserMessage('go'),
-        AssistantMessage(None, (ToolCall('t1', 'a', 'not json'), ToolCall('t2', 'b', '[1, 2]'), ToolCall('t3', 'c', ''))),
+        AssistantMessage(
+            None, (ToolCall('t1', 'a', 'not json'), ToolCall('t2', 'b', '[1, 2]'), ToolCall('t3', 'c', ''))
+        ),
         ToolMessage('t1', 'a', 'x'),
         ToolMessage('t2', 'b', 'y'),
         ToolMessage('t3', 'c', 'z'),
@@ -332,6 +340,58 @@ async def test_missing_api_key_without_any_credential_source(monkeypatch: pytest
     monkeypatch.setenv('APPDATA', str(tmp_path / 'appdata'))
     replay = Replay([TEXT_REPLY])
     model = AnthropicModel('claude-sonnet-4-6', http_client=replay.httpx2_client())
-    with pytest.raises(ModelError, match=r'No usable credentials .* Set ANTHROPIC_API_KEY'):
+    with pytest.raises(ModelError, match=r'No usable credentials .*\(no API key found\). Set ANTHROPIC_API_KEY'):
         await model.respond([UserMessage('x')], [])
     assert replay.sent == []
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_concurrent_requests_share_one_model(anyio_backend: str) -> None:
+    replay = Replay([TEXT_REPLY] * 5)
+    model = AnthropicModel('claude-sonnet-4-6', api_key='k', http_client=replay.httpx_client())
+    texts: list[str | None] = []
+
+    async def ask(n: int) -> None:
+        texts.append((await model.respond([UserMessage(f'q{n}')], [])).text)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(5):
+            tg.start_soon(ask, n)
+
+    assert texts == ['Hello!'] * 5
+    assert sorted(s.body['messages'][0]['content'][0]['text'] for s in replay.sent) == [f'q{n}' for n in range(5)]
+
+
+message_strategy = st.one_of(
+    st.builds(UserMessage, st.text(min_size=1, max_size=5)),
+    st.builds(SystemMessage, st.text(min_size=1, max_size=5)),
+    st.builds(
+        AssistantMessage,
+        st.one_of(st.none(), st.text(max_size=5)),
+        st.lists(st.builds(ToolCall, st.text(max_size=3), st.just('t'), st.just('{}')), max_size=3).map(tuple),
+    ),
+    st.builds(ToolMessage, st.text(max_size=3), st.just('t'), st.text(max_size=5), st.booleans()),
+)
+
+
+@given(st.lists(message_strategy, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_turns_alternate_and_keep_every_block_in_order(messages: list[Any]) -> None:
+    model = AnthropicModel('claude-sonnet-4-6', api_key='k')
+    request = model.build_request(messages, [], ModelSettings())
+
+    turns = request['messages']
+    roles = [turn['role'] for turn in turns]
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))  # never two turns of one role in a row
+    assert all(turn['content'] for turn in turns)  # never an empty turn
+    expected: list[tuple[str, str]] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            expected.append(('user', 'text'))
+        elif isinstance(m, ToolMessage):
+            expected.append(('user', 'tool_result'))
+        elif isinstance(m, AssistantMessage):
+            expected += [('assistant', 'text')] * bool(m.content) + [('assistant', 'tool_use')] * len(m.tool_calls)
+    assert [(turn['role'], block['type']) for turn in turns for block in turn['content']] == expected
+    systems = [m.content for m in messages if isinstance(m, SystemMessage)]
+    assert request.get('system', '') == '\n\n'.join(systems)

@@ -19,7 +19,7 @@ from toolweave.models import (
     infer_model,
 )
 
-from .conftest import Replay, load_cassette
+from .conftest import LocalServer, Replay, load_cassette
 
 pytestmark = pytest.mark.anyio
 
@@ -124,7 +124,10 @@ def test_a_model_instance_passes_through() -> None:
     [
         ('gpt-4o', ['no provider prefix', "'openai:gpt-4o'", 'Known providers: openai, anthropic, ollama']),
         ('claude-sonnet-4-5', ["'anthropic:claude-sonnet-4-5'"]),
-        ('gemini:gemini-2.0', ["Unknown model provider 'gemini'", 'Known providers: openai, anthropic', 'ollama:qwen2.5']),
+        (
+            'gemini:gemini-2.0',
+            ["Unknown model provider 'gemini'", 'Known providers: openai, anthropic', 'ollama:qwen2.5'],
+        ),
         ('openai:', ['names no model', "'openai:'"]),
         ('ollama:   ', ['names no model']),
         ('', ['no provider prefix']),
@@ -150,7 +153,10 @@ def test_every_known_provider_is_listed_and_works() -> None:
 
 @pytest.mark.parametrize(
     ('package', 'module', 'string'),
-    [('openai', 'toolweave.models._openai', 'openai:gpt-4o-mini'), ('anthropic', 'toolweave.models._anthropic', 'anthropic:m')],
+    [
+        ('openai', 'toolweave.models._openai', 'openai:gpt-4o-mini'),
+        ('anthropic', 'toolweave.models._anthropic', 'anthropic:m'),
+    ],
 )
 def test_missing_sdk_says_what_to_install(
     package: str, module: str, string: str, monkeypatch: pytest.MonkeyPatch
@@ -160,3 +166,35 @@ def test_missing_sdk_says_what_to_install(
     monkeypatch.delitem(sys.modules, module)
     with pytest.raises(ImportError, match=rf'pip install "toolweave\[{package}\]"'):
         infer_model(string)
+
+
+@pytest.mark.usefixtures('allow_model_requests')
+async def test_inferred_models_over_real_sockets(local_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No mock transport: the adapters' own SDK clients talk HTTP to a server on 127.0.0.1.
+    openai_reply = load_cassette('openai_text.json')['interactions'][0]['response']
+    anthropic_reply = load_cassette('anthropic_text.json')['interactions'][0]['response']
+    local_server.replay.replies += [openai_reply, openai_reply, anthropic_reply]
+    monkeypatch.setenv('OLLAMA_BASE_URL', f'{local_server.base_url}/v1')
+
+    async with infer_model('ollama:qwen2.5') as ollama:  # type: ignore[attr-defined]
+        assert (await ollama.respond([UserMessage('hi')], [])).text == 'Hello!'
+    async with infer_model(f'openai-compatible:served-model@{local_server.base_url}/v1') as compatible:  # type: ignore[attr-defined]
+        assert (await compatible.respond([UserMessage('hi')], [])).text == 'Hello!'
+    async with AnthropicModel('claude-sonnet-4-6', api_key='sk-ant-local', base_url=local_server.base_url) as claude:
+        assert (await claude.respond([UserMessage('hi')], [])).text == 'Hello!'
+
+    first, second, third = local_server.replay.sent
+    assert (first.path, first.body['model'], first.headers['authorization']) == (
+        '/v1/chat/completions',
+        'qwen2.5',
+        'Bearer ollama',
+    )
+    assert (second.body['model'], second.headers['authorization']) == ('served-model', 'Bearer not-needed')
+    assert (third.path, third.body['model']) == ('/v1/messages', 'claude-sonnet-4-6')
+
+
+async def test_the_same_server_is_blocked_when_requests_are_off(local_server: LocalServer) -> None:
+    model = infer_model(f'openai-compatible:m@{local_server.base_url}/v1')
+    with pytest.raises(RuntimeError, match='Real model requests are blocked'):
+        await model.respond([UserMessage('hi')], [])
+    assert local_server.replay.sent == []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import openai
 import pytest
@@ -128,7 +131,11 @@ async def test_tool_result_round_trip() -> None:
         'content': None,
         'tool_calls': [
             {'id': 'call_a1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city":"Paris"}'}},
-            {'id': 'call_b2', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city":"Atlantis"}'}},
+            {
+                'id': 'call_b2',
+                'type': 'function',
+                'function': {'name': 'get_weather', 'arguments': '{"city":"Atlantis"}'},
+            },
         ],
     }
     assert messages[3] == {'role': 'tool', 'tool_call_id': 'call_a1', 'content': '{"temp_c":18,"sky":"cloudy"}'}
@@ -137,7 +144,9 @@ async def test_tool_result_round_trip() -> None:
 
 async def test_assistant_text_without_tool_calls_is_sent_as_plain_message() -> None:
     replay = Replay([TEXT_REPLY])
-    await make_model(replay).respond([UserMessage('a'), AssistantMessage('b'), AssistantMessage(None), UserMessage('c')], [])
+    await make_model(replay).respond(
+        [UserMessage('a'), AssistantMessage('b'), AssistantMessage(None), UserMessage('c')], []
+    )
     assert replay.sent[0].body['messages'] == [
         {'role': 'user', 'content': 'a'},
         {'role': 'assistant', 'content': 'b'},
@@ -227,6 +236,7 @@ async def test_server_errors_exhaust_retries_into_model_error(sleeps: Sleeps) ->
     assert len(replay.sent) == 3
     assert 'after 3 attempts' in message
     assert 'HTTP 500' in message
+    assert 'a transient provider error' in message
     assert 'The server had an error while processing your request.' in message
     assert "'gpt-4o-mini'" in message
     assert isinstance(info.value.__cause__, openai.InternalServerError)
@@ -289,6 +299,7 @@ async def test_unknown_model_names_the_model() -> None:
     assert "does not know model 'gpt-4o-mini'" in message
     assert 'https://api.openai.com/v1' in message
     assert 'does not exist or you do not have access to it' in message
+    assert 'ollama pull' not in message
 
 
 async def test_ollama_model_not_pulled() -> None:
@@ -389,7 +400,9 @@ async def test_malformed_arguments_and_refusals_pass_through() -> None:
     refusal = {**TEXT_REPLY['body'], 'choices': [{**TEXT_REPLY['body']['choices'][0]}]}
     refusal['choices'][0]['message'] = {'role': 'assistant', 'content': None, 'refusal': "I can't help with that."}
     no_usage = {key: value for key, value in TEXT_REPLY['body'].items() if key != 'usage'}
-    replay = Replay([{'status': 200, 'body': body}, {'status': 200, 'body': refusal}, {'status': 200, 'body': no_usage}])
+    replay = Replay(
+        [{'status': 200, 'body': body}, {'status': 200, 'body': refusal}, {'status': 200, 'body': no_usage}]
+    )
     model = make_model(replay)
 
     calls = await model.respond([UserMessage('x')], [WEATHER])
@@ -410,7 +423,9 @@ async def test_malformed_arguments_and_refusals_pass_through() -> None:
     ],
 )
 async def test_a_reply_that_is_not_a_chat_completion(body: Any) -> None:
-    replay = Replay([{'status': 200, 'headers': {'content-type': 'text/html'} if isinstance(body, str) else {}, 'body': body}])
+    replay = Replay(
+        [{'status': 200, 'headers': {'content-type': 'text/html'} if isinstance(body, str) else {}, 'body': body}]
+    )
     with pytest.raises(ModelError, match='is not a chat completion') as info:
         await make_model(replay).respond([UserMessage('x')], [])
     assert '`/v1`' in str(info.value)
@@ -454,7 +469,9 @@ async def test_cancellation_is_not_turned_into_a_model_error() -> None:
         await anyio.sleep_forever()
         raise AssertionError('unreachable')
 
-    model = OpenAIChatModel('gpt-4o-mini', api_key='k', http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(hang)))
+    model = OpenAIChatModel(
+        'gpt-4o-mini', api_key='k', http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(hang))
+    )
     with anyio.move_on_after(0.05) as scope:
         await model.respond([UserMessage('x')], [])
     assert scope.cancelled_caught
@@ -476,3 +493,34 @@ async def test_retry_with_real_sleep_on_both_backends(anyio_backend: str) -> Non
     response = await model.respond([UserMessage('x')], [])
     assert response.text == 'Hello!'
     assert len(replay.sent) == 2
+
+
+async def test_httpx_transport_errors_are_bridged_and_retried(sleeps: Sleeps) -> None:
+    replay = Replay([httpx.ConnectError('Connection refused'), httpx.ReadTimeout('read timed out'), TEXT_REPLY])
+    model = OpenAIChatModel('gpt-4o-mini', api_key='k', http_client=replay.httpx_client(), retry=sleeps.policy())
+
+    response = await model.respond([UserMessage('x')], [])
+
+    assert response.text == 'Hello!'
+    assert len(replay.sent) == 3 and len(sleeps.waits) == 2
+
+
+async def test_httpx_bridge_passes_decoded_compressed_bodies() -> None:
+    raw = json.dumps(TEXT_REPLY['body']).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={'content-type': 'application/json', 'content-encoding': 'gzip'}, content=gzip.compress(raw)
+        )
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    response = await OpenAIChatModel('gpt-4o-mini', api_key='k', http_client=client).respond([UserMessage('x')], [])
+    assert response.text == 'Hello!'
+    assert not client.is_closed
+    await client.aclose()
+
+
+async def test_timeout_setting_is_not_part_of_the_body() -> None:
+    replay = Replay([TEXT_REPLY])
+    await make_model(replay).respond([UserMessage('x')], [], ModelSettings(timeout=3.0))
+    assert 'timeout' not in replay.sent[0].body

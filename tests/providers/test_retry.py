@@ -69,7 +69,9 @@ def rate_limited(headers: dict[str, str]) -> dict[str, Any]:
 )
 async def test_retry_after_header_forms(headers: dict[str, str], expected: float, sleeps: Sleeps) -> None:
     replay = Replay([rate_limited(headers), TEXT_REPLY])
-    model = OpenAIChatModel('m', api_key='k', http_client=replay.httpx2_client(), retry=sleeps.policy(initial_delay=0.5))
+    model = OpenAIChatModel(
+        'm', api_key='k', http_client=replay.httpx2_client(), retry=sleeps.policy(initial_delay=0.5)
+    )
     await model.respond([UserMessage('x')], [])
     assert sleeps.waits == [pytest.approx(expected)]
 
@@ -93,7 +95,7 @@ async def test_retry_after_in_the_past_retries_at_once(sleeps: Sleeps) -> None:
 async def test_zero_retries_fails_on_the_first_rate_limit(sleeps: Sleeps) -> None:
     replay = Replay([RATE_LIMIT, TEXT_REPLY])
     model = OpenAIChatModel('m', api_key='k', http_client=replay.httpx2_client(), retry=sleeps.policy(max_retries=0))
-    with pytest.raises(ModelError, match=r'failed after 1 attempt \(HTTP 429: Rate limit reached'):
+    with pytest.raises(ModelError, match=r'failed after 1 attempt \(HTTP 429: Rate limit reached.*a rate limit\.'):
         await model.respond([UserMessage('x')], [])
     assert sleeps.waits == []
 

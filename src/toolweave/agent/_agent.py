@@ -14,7 +14,7 @@ import anyio
 from toolweave import _runtime
 from toolweave.agent._blackboard import Blackboard
 from toolweave.agent._events import AgentEvent, EventHub, MessageEvent
-from toolweave.agent._loop import FinishReason, LoopTools, run_loop
+from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
 from toolweave.agent._planning import AgentPlanTool
 from toolweave.agent._process import AgentProcess, Budget, RunUsage
 from toolweave.approval import ReviewHandler, use_review_handler
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ('Agent', 'AgentRunResult')
 
 DEFAULT_MAX_ITERATIONS = 20
+DEFAULT_MAX_OUTPUT_CHARS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,10 @@ class Agent:
         name: The agent's name (the default tool name of `as_tool`; shown in errors).
         description: What the agent does (the default description of `as_tool`).
         plan_options: Options for the plan executor (`concurrency`, `step_timeout`, `timeout`, ...).
+        tool_timeout: Seconds a tool call may take (plan steps too, unless `plan_options` sets `step_timeout`); a
+            call that takes longer is cancelled and fails with a message the model reads. `None`: no limit.
+        max_output_chars: The longest tool result text sent to the model; longer text is cut with a note saying
+            how much was cut (the full result stays in `process.history`). `None`: no limit.
     """
 
     def __init__(
@@ -106,6 +111,8 @@ class Agent:
         name: str = 'agent',
         description: str | None = None,
         plan_options: Mapping[str, Any] | None = None,
+        tool_timeout: float | None = None,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         self.model = _resolve_model(model)
         if not isinstance(instructions, str):
@@ -115,6 +122,12 @@ class Agent:
         if review_handler is not None and not isinstance(review_handler, ReviewHandler):
             raise UserError(f'Agent review_handler must be a ReviewHandler (an object with `async review(request)`), '
                             f'got {type(review_handler).__name__}.')
+        if tool_timeout is not None and (isinstance(tool_timeout, bool) or not isinstance(tool_timeout, int | float)
+                                         or tool_timeout <= 0):
+            raise UserError(f'Agent tool_timeout must be a number of seconds > 0 or None, got {tool_timeout!r}.')
+        if max_output_chars is not None and (isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int)
+                                             or max_output_chars < 1):
+            raise UserError(f'Agent max_output_chars must be an int >= 1 or None, got {max_output_chars!r}.')
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f'Agent budget must be a Budget, got {type(budget).__name__}.')
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
@@ -127,6 +140,9 @@ class Agent:
         self.name = name
         self.description = description
         self.plan_options = dict(plan_options or {})
+        if tool_timeout is not None:
+            self.plan_options.setdefault('step_timeout', tool_timeout)
+        self.limits = CallLimits(tool_timeout, max_output_chars)
         self.events = EventHub()
         """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""
         self.plan_tool: AgentPlanTool | None = None
@@ -225,15 +241,17 @@ class Agent:
         process.events.subscribe(self.events.emit)
         if on_event is not None:
             process.events.subscribe(on_event)
-        messages = self._start_messages(prompt, message_history, process)
+        messages: list[Message] = []
         try:
             reviewing: AbstractContextManager[None] = (
                 use_review_handler(self.review_handler) if self.review_handler is not None else nullcontext()
             )
             with _runtime.using(_runtime.process_var, process), reviewing:
+                messages.extend(self._start_messages(prompt, message_history, process))
                 await self.toolset.load()
                 outcome = await run_loop(self.model, self._loop_tools(), process, messages,
-                                         settings=self.settings, max_iterations=self.max_iterations)
+                                         settings=self.settings, max_iterations=self.max_iterations,
+                                         limits=self.limits)
         except UsageLimitExceeded:
             process.finish('stopped', process.stop_reason)
             raise

@@ -16,7 +16,7 @@ from toolweave.tools._definition import ToolDefinition
 from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool
 
-__all__ = ('FinishReason', 'LoopOutcome', 'LoopTools', 'run_loop')
+__all__ = ('CallLimits', 'FinishReason', 'LoopOutcome', 'LoopTools', 'cut', 'run_loop')
 
 FinishReason: TypeAlias = Literal['final_answer', 'return_direct']
 """`final_answer`: the model replied without tool calls; `return_direct`: a `return_direct` tool ran."""
@@ -35,6 +35,22 @@ class LoopTools:
 
 
 @dataclass(frozen=True, slots=True)
+class CallLimits:
+    tool_timeout: float | None = None
+    """Seconds a direct tool call may take; a call that takes longer fails (the model is told)."""
+    max_output_chars: int | None = None
+    """Longest tool result text sent to the model; longer text is cut with a note (the full result stays in
+    the process history)."""
+
+
+def cut(text: str, limit: int | None) -> str:
+    """`text`, cut to `limit` characters with a note saying how much was cut."""
+    if limit is None or len(text) <= limit:
+        return text
+    return f'{text[:limit]}... [cut {len(text) - limit} of {len(text)} characters]'
+
+
+@dataclass(frozen=True, slots=True)
 class LoopOutcome:
     output: str
     finish_reason: FinishReason
@@ -48,6 +64,7 @@ async def run_loop(
     *,
     settings: ModelSettings | None,
     max_iterations: int,
+    limits: CallLimits | None = None,
 ) -> LoopOutcome:
     """Run the loop, appending to `messages` in place. Raises `UsageLimitExceeded` on a budget or on
     `max_iterations`; lets `ToolConfigurationError` and control-flow signals from tools propagate."""
@@ -65,7 +82,7 @@ async def run_loop(
         iteration += 1
         process.check_before_model_call()
         response = await model.respond(list(messages), tools.definitions(), settings)
-        process.record_model_call(response.usage)
+        process.record_model_call(response.usage, response.model_name or model.name)
         reply = AssistantMessage(response.text, response.tool_calls)
         _append(process, messages, reply)
         process.check_after_model_call()
@@ -73,9 +90,10 @@ async def run_loop(
             return LoopOutcome(response.text or '', 'final_answer')
         resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
         process.check_tool_calls(sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool)))
-        results = await _run_calls(process, tools, resolved)
+        results = await _run_calls(process, tools, resolved, limits or CallLimits())
         for call, result in zip(response.tool_calls, results, strict=True):
-            _append(process, messages, ToolMessage(call.id, call.name, result.text, is_error=not result.ok))
+            text = cut(result.text, (limits or CallLimits()).max_output_chars)
+            _append(process, messages, ToolMessage(call.id, call.name, text, is_error=not result.ok))
         for (_, tool), result in zip(resolved, results, strict=True):
             if tool is not None and tool.definition.metadata.return_direct:
                 return LoopOutcome(result.text, 'return_direct')
@@ -87,7 +105,7 @@ def _append(process: AgentProcess, messages: list[Message], message: Message) ->
 
 
 async def _run_calls(
-    process: AgentProcess, tools: LoopTools, calls: Sequence[tuple[ToolCall, Tool | None]]
+    process: AgentProcess, tools: LoopTools, calls: Sequence[tuple[ToolCall, Tool | None]], limits: CallLimits
 ) -> list[ToolResult]:
     """Run every call of one reply concurrently; results in the order of the calls. A configuration error or
     control-flow signal from one call cancels the others and is re-raised as itself (not as a group)."""
@@ -96,14 +114,14 @@ async def _run_calls(
 
     async def call_one(index: int, call: ToolCall, tool: Tool | None, scope: anyio.CancelScope) -> None:
         try:
-            results[index] = await _call_tool(process, tools, call, tool)
+            results[index] = await _call_tool(process, tools, call, tool, limits)
         except (ToolConfigurationError, ControlFlowSignal) as exc:
             escaped.append(exc)
             scope.cancel()
 
     if len(calls) == 1:
         call, tool = calls[0]
-        return [await _call_tool(process, tools, call, tool)]
+        return [await _call_tool(process, tools, call, tool, limits)]
     async with anyio.create_task_group() as group:
         for index, (call, tool) in enumerate(calls):
             group.start_soon(call_one, index, call, tool, group.cancel_scope)
@@ -112,7 +130,9 @@ async def _run_calls(
     return [result if result is not None else ToolResult.failure('Tool call was cancelled') for result in results]
 
 
-async def _call_tool(process: AgentProcess, tools: LoopTools, call: ToolCall, tool: Tool | None) -> ToolResult:
+async def _call_tool(
+    process: AgentProcess, tools: LoopTools, call: ToolCall, tool: Tool | None, limits: CallLimits
+) -> ToolResult:
     started = process.elapsed()
     process.emit(ToolCallStarted(process_id=process.id, time=started, call_id=call.id, tool_name=call.name,
                                  arguments=call.arguments))
@@ -122,9 +142,20 @@ async def _call_tool(process: AgentProcess, tools: LoopTools, call: ToolCall, to
     else:
         if tools.counts_as_tool_call(tool):
             process.record_tool_calls(1)
-        result = await tool.call(call.arguments, process.context)
+        # the plan meta-tool is bounded by its own step and plan timeouts, not by the per-call one
+        seconds = limits.tool_timeout if tools.counts_as_tool_call(tool) else None
+        result = await _timed_call(tool, call, process, seconds)
     ended = process.elapsed()
     process.record_call(ToolCallRecord(call.id, call.name, call.arguments, result, started, ended))
     process.emit(ToolCallFinished(process_id=process.id, time=ended, call_id=call.id, tool_name=call.name,
                                   result=result, duration=ended - started))
     return result
+
+
+async def _timed_call(tool: Tool, call: ToolCall, process: AgentProcess, seconds: float | None) -> ToolResult:
+    if seconds is None:
+        return await tool.call(call.arguments, process.context)
+    with anyio.move_on_after(seconds):
+        return await tool.call(call.arguments, process.context)
+    return ToolResult.failure(f'Tool {call.name!r} timed out after {seconds:g} s and was cancelled. Try simpler '
+                              'arguments, or a different tool.')

@@ -124,6 +124,8 @@ class AgentProcess:
     history: list[ToolCallRecord] = field(default_factory=list)
     plan_runs: list[PlanRun] = field(default_factory=list)
     usage: RunUsage = RunUsage()
+    models: dict[str, Usage] = field(default_factory=dict)
+    """Usage per model name (requests, input and output tokens), for cost reports."""
     events: EventHub = field(default_factory=EventHub, repr=False)
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -153,8 +155,10 @@ class AgentProcess:
 
     # --- usage and budget ------------------------------------------------------------------------------------
 
-    def record_model_call(self, usage: Usage) -> None:
+    def record_model_call(self, usage: Usage, model_name: str = '') -> None:
         with self._lock:
+            counted = Usage(1, usage.input_tokens, usage.output_tokens)
+            self.models[model_name] = self.models.get(model_name, Usage()) + counted
             self.usage = replace(
                 self.usage,
                 llm_calls=self.usage.llm_calls + 1,

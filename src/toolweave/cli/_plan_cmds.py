@@ -6,6 +6,7 @@ run was stopped; 2 bad command-line input (missing or unreadable file, not JSON,
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 from functools import partial
@@ -19,6 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from toolweave.approval import AutoApproveHandler, ReviewDecision, ReviewHandler, ReviewRequest
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.cli._render import LiveSteps, format_event, render_report
@@ -160,16 +162,42 @@ class _StandIn(Tool):
         return ToolResult.success('{}', {})
 
 
+class Review(str, enum.Enum):
+    """How `toolweave run` answers approval requests."""
+
+    ask = 'ask'
+    approve = 'approve'
+    reject = 'reject'
+
+
+class _RejectAll:
+    async def review(self, request: ReviewRequest) -> ReviewDecision:
+        return ReviewDecision.reject('rejected by `toolweave run --review reject`')
+
+
+def _review_handler(review: Review) -> ReviewHandler:
+    from toolweave._console_review import ConsoleReviewHandler
+
+    if review is Review.approve:
+        return AutoApproveHandler()
+    if review is Review.reject:
+        return _RejectAll()
+    return ConsoleReviewHandler()  # prompts on stderr, so `--json` output on stdout stays clean
+
+
 @app.command('run')
 def run_command(
     plan_file: PlanArgument,
     tools: ToolsOption,
-    concurrency: Annotated[int | None, typer.Option('--concurrency', min=1, show_default='unlimited',
+    concurrency: Annotated[int | None, typer.Option('--concurrency', min=1, metavar='N', show_default='unlimited',
                                                     help='At most this many steps run at once.')] = None,
     step_timeout: Annotated[float | None, typer.Option('--step-timeout', min=0.001, metavar='SECONDS',
                                                        help='Fail a step that runs longer than this.')] = None,
     timeout: Annotated[float | None, typer.Option('--timeout', min=0.001, metavar='SECONDS',
                                                   help='Cancel the steps still running after this.')] = None,
+    review: Annotated[Review, typer.Option('--review', case_sensitive=False,
+                                           help='Steps whose tool requires approval: ask at the terminal, approve '
+                                                'them all, or reject them all.')] = Review.ask,
     json_output: JsonOption = False,
 ) -> None:
     """Run a plan: live step status, then a timeline, the summary the model would see, and totals."""
@@ -179,21 +207,24 @@ def run_command(
     toolset = load_toolset(tools)
     plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
     _quiet_library_logs()
-    view = LiveSteps(plan)
+    gated = any(toolset.get(step.tool).definition.metadata.requires_approval for step in plan.steps)
+    # Approval prompts and a redrawing live table would overwrite each other: prompts get the plain event log.
+    live = not json_output and console.is_terminal and not (gated and review is Review.ask)
+    view = LiveSteps(plan, waves=_waves(plan, toolset) if live else ())
 
     def on_event(event: Any) -> None:
         view.on_event(event)
-        if not json_output and not console.is_terminal:
+        if not json_output and not live:
             console.print(Text(format_event(event)), soft_wrap=True)  # log lines: never wrapped or cut
 
     execute = partial(run_plan, plan, toolset, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
-                      on_event=on_event)
+                      on_event=on_event, review_handler=_review_handler(review) if gated else None)
     try:
-        if json_output or not console.is_terminal:
-            run = anyio.run(execute)
-        else:
+        if live:
             with Live(view, console=console, refresh_per_second=12, transient=True):
                 run = anyio.run(execute)
+        else:
+            run = anyio.run(execute)
     except PlanValidationError as exc:
         _fail_invalid(console, list(exc.problems) or [str(exc)], as_json=json_output)
     except ToolweaveError as exc:  # a configuration error or an exit-early signal stopped the plan

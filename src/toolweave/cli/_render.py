@@ -8,7 +8,7 @@ commands (the demo, the chat view) reuse them. Text that comes from tools or mod
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -73,10 +73,6 @@ def _one_line(text: str | None, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + '…'
 
 
-def _wave(record: StepRecord | None) -> str:
-    return '' if record is None else str(record.wave)
-
-
 # --- live view ---------------------------------------------------------------------------------------------------
 
 class LiveSteps:
@@ -87,9 +83,10 @@ class LiveSteps:
     first and count the rest.
     """
 
-    def __init__(self, plan: Plan, *, max_rows: int | None = None) -> None:
+    def __init__(self, plan: Plan, *, waves: Iterable[Iterable[str]] = (), max_rows: int | None = None) -> None:
         self._ids = [step.id for step in plan.steps]
         self._tools = {step.id: step.tool for step in plan.steps}
+        self._waves = {step_id: index for index, wave in enumerate(waves) for step_id in wave}
         self._records: dict[str, StepRecord] = {}
         self._finished: list[str] = []
         self._run_started_at: float | None = None
@@ -133,9 +130,12 @@ class LiveSteps:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         limit = self.max_rows or max(5, (options.height or console.height) - 6)
         visible = self._visible(limit)
-        table = Table(box=None, pad_edge=False, show_edge=False, expand=False, header_style='bold')
-        table.add_column('step', no_wrap=True, max_width=28, overflow='ellipsis')
-        table.add_column('tool', no_wrap=True, style='cyan', max_width=24, overflow='ellipsis')
+        table = Table(box=None, pad_edge=False, show_edge=False, expand=True, header_style='bold')
+        # Ids and tool names keep their width (up to a cap); the output column takes what is left.
+        id_width = min(28, max((len(i) for i in self._ids), default=4))
+        tool_width = min(24, max((len(t) for t in self._tools.values()), default=4))
+        table.add_column('step', no_wrap=True, min_width=id_width, max_width=28, overflow='ellipsis')
+        table.add_column('tool', no_wrap=True, style='cyan', min_width=tool_width, max_width=24, overflow='ellipsis')
         table.add_column('wave', justify='right')
         table.add_column('status', no_wrap=True)
         table.add_column('time', justify='right', no_wrap=True)
@@ -145,7 +145,8 @@ class LiveSteps:
             status = self.status(step_id)
             detail = '' if record is None else record.error if record.error else record.output
             table.add_row(
-                Text(step_id), Text(self._tools[step_id]), _wave(record),
+                Text(step_id), Text(self._tools[step_id]),
+                str(record.wave) if record is not None else str(self._waves.get(step_id, '')),
                 Text(STATUS_LABELS[status], style=STATUS_STYLES[status]),
                 '' if record is None else format_duration(self._elapsed(record)),
                 Text(_one_line(detail, 200), style='red' if record is not None and record.error else 'dim'),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from toolweave.exceptions import ModelError, UserError
@@ -103,15 +104,7 @@ class AnthropicModel:
         self.max_tokens = max_tokens
         self.settings = settings or ModelSettings()
         policy = retry or RetryPolicy()
-        self.retry = policy if max_retries is None else RetryPolicy(
-            max_retries=max_retries,
-            initial_delay=policy.initial_delay,
-            max_delay=policy.max_delay,
-            jitter=policy.jitter,
-            max_retry_after=policy.max_retry_after,
-            sleep=policy.sleep,
-            random=policy.random,
-        )
+        self.retry = policy if max_retries is None else replace(policy, max_retries=max_retries)
         self._api_key = api_key
         self._base_url = base_url
         self._http_client = None if http_client is None else as_httpx2_client(http_client, adapter='AnthropicModel')
@@ -157,13 +150,15 @@ class AnthropicModel:
                 raise
             return reply
 
-        reply = await call_with_retries(send, policy=self.retry, classify=_classify, give_up=self._give_up)
+        reply = await call_with_retries(
+            send, policy=self.retry, classify=_classify, give_up=self._give_up, label=self.name
+        )
         return self._parse(reply)
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
     ) -> dict[str, Any]:
-        """The keyword arguments for `messages.create`, exactly as they go on the wire."""
+        """The keyword arguments for `messages.create`, as the SDK receives them."""
         system = '\n\n'.join(m.content for m in messages if isinstance(m, SystemMessage))
         request: dict[str, Any] = {
             'model': self.model_name,
@@ -241,8 +236,8 @@ class AnthropicModel:
                 # Thinking and server-tool blocks are the provider's business, not a reply or a tool call.
             usage = reply.usage
             # `input_tokens` excludes prompt-cache reads and writes; the model still processed them.
-            input_tokens = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (
-                usage.cache_read_input_tokens or 0
+            input_tokens = (
+                usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
             )
             return ModelResponse(
                 text=''.join(texts) if texts else None,

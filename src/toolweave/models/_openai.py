@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolweave.exceptions import ModelError, UserError
@@ -101,15 +102,7 @@ class OpenAIChatModel:
         self.api_key_env = api_key_env
         self.settings = settings or ModelSettings()
         policy = retry or RetryPolicy()
-        self.retry = policy if max_retries is None else RetryPolicy(
-            max_retries=max_retries,
-            initial_delay=policy.initial_delay,
-            max_delay=policy.max_delay,
-            jitter=policy.jitter,
-            max_retry_after=policy.max_retry_after,
-            sleep=policy.sleep,
-            random=policy.random,
-        )
+        self.retry = policy if max_retries is None else replace(policy, max_retries=max_retries)
         self._base_url = base_url
         self._api_key = api_key
         self._http_client = None if http_client is None else as_httpx2_client(http_client, adapter='OpenAIChatModel')
@@ -149,13 +142,15 @@ class OpenAIChatModel:
             completion: object = await client.chat.completions.create(**request)
             return completion
 
-        completion = await call_with_retries(send, policy=self.retry, classify=_classify, give_up=self._give_up)
+        completion = await call_with_retries(
+            send, policy=self.retry, classify=_classify, give_up=self._give_up, label=self.name
+        )
         return self._parse(completion)
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
     ) -> dict[str, Any]:
-        """The keyword arguments for `chat.completions.create`, exactly as they go on the wire."""
+        """The keyword arguments for `chat.completions.create`, as the SDK receives them."""
         request: dict[str, Any] = {'model': self.model_name, 'messages': [_message(m) for m in messages]}
         if tools:
             request['tools'] = [_tool(t) for t in tools]
@@ -193,9 +188,7 @@ class OpenAIChatModel:
         if not api_key:
             if self._base_url is None:
                 hint = f'set {self.api_key_env} or pass' if self.api_key_env else 'pass'
-                raise ModelError(
-                    f'No API key for model {self.name!r}: {hint} `api_key=...` to `OpenAIChatModel(...)`.'
-                )
+                raise ModelError(f'No API key for model {self.name!r}: {hint} `api_key=...` to `OpenAIChatModel(...)`.')
             api_key = _PLACEHOLDER_KEY
         self._client = openai.AsyncOpenAI(
             api_key=api_key,

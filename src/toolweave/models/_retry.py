@@ -98,6 +98,7 @@ async def call_with_retries(
     policy: RetryPolicy,
     classify: Callable[[Exception], ProviderFailure | None],
     give_up: Callable[[ProviderFailure, int], ModelError],
+    label: str = 'model',
 ) -> T:
     """Await `send()` until it succeeds, retrying the failures `classify` marks as retryable.
 
@@ -122,7 +123,8 @@ async def call_with_retries(
                 raise give_up(failure, attempt) from exc
             wait = policy.delay(attempt, failure.retry_after)
             logger.warning(
-                'Model request failed (%s); retry %d of %d in %.2f s',
+                'Request to %s failed (%s); retry %d of %d in %.2f s',
+                label,
                 describe_failure(failure),
                 attempt,
                 policy.max_retries,
@@ -188,8 +190,10 @@ def failure_to_model_error(
     """Turn the last failure into a `ModelError` that says what went wrong and what to do about it."""
     what = describe_failure(failure)
     status = failure.status
-    key_hint = f'set {api_key_env} or pass `api_key=...` to `{adapter}(...)`' if api_key_env else (
-        f'pass `api_key=...` to `{adapter}(...)`'
+    key_hint = (
+        f'set {api_key_env} or pass `api_key=...` to `{adapter}(...)`'
+        if api_key_env
+        else (f'pass `api_key=...` to `{adapter}(...)`')
     )
     if status in (401, 403):
         verb = 'rejected the credentials' if status == 401 else 'refused access'
@@ -198,19 +202,22 @@ def failure_to_model_error(
             'the key must be valid and allowed to use this model.'
         )
     if status == 404:
+        pull = ' (for Ollama, run `ollama pull <model>` first)' if provider == 'Ollama' else ''
         return ModelError(
             f'{provider} at {base_url} does not know model {model_name!r} ({what}). '
-            'Check the model name (and `base_url`); for Ollama, run `ollama pull <model>` first.'
+            f'Check the model name{pull} and `base_url`.'
         )
     if failure.retryable:
-        if failure.kind == 'status':
-            cause = 'the provider is rate limiting or failing'
-        else:
-            cause = f'{provider} at {base_url} could not be reached'
+        tries = f'{attempts} attempt{"s" if attempts != 1 else ""}'
+        if failure.kind != 'status':
+            return ModelError(
+                f'{provider} request for model {model_name!r} failed after {tries} ({what}): {provider} at {base_url} '
+                'could not be reached. Check that the server is running, that `base_url` is right, and the network.'
+            )
+        cause = 'rate limit' if status == 429 else 'transient provider error'
         return ModelError(
-            f'{provider} request for model {model_name!r} failed after {attempts} attempt'
-            f'{"s" if attempts != 1 else ""} ({what}): {cause}. Try again later, raise `max_retries`, '
-            'or check the network and `base_url`.'
+            f'{provider} request for model {model_name!r} failed after {tries} ({what}), a {cause}. '
+            'Try again later, send fewer requests, or raise `max_retries`.'
         )
     return ModelError(
         f'{provider} rejected the request for model {model_name!r} ({what}). '

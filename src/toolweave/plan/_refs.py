@@ -210,7 +210,7 @@ class Compiler:
                 f'Refer to one of the step ids: {known}.'
             )
             return None
-        bound = Ref(ref.step, ref.path, ref.source, index)
+        bound = Ref(ref.step, ref.path, written, index)
         self.refs.append(bound)
         return bound
 

@@ -92,7 +92,7 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
             continue
         template, refs, found = compiler.compile(arguments, index)
         if found:
-            label = step_label(index, step.id)
+            label = _label(plan, index)
             for message in found:
                 problems.add(index, f'{label}: {message}')
         compiled.append(template)
@@ -109,6 +109,11 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
     return Prepared(plan, tool_list, compiled, deps, dependents, waves), problems
 
 
+def _label(plan: Plan, index: int) -> str:
+    """`steps[2] (id 'fetch')`; just `steps[2]` in index-based plans, whose ids the model never wrote."""
+    return step_label(index, plan.steps[index].id if plan.dialect == 'id' else None)
+
+
 def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -> dict[str, int]:
     ids: dict[str, int] = {}
     fullmatch = ID_PATTERN.fullmatch
@@ -121,7 +126,7 @@ def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -
             continue
         first = ids.get(step_id)
         if first is not None:
-            problems.add(index, f'{step_label(index, step_id)}: Duplicate step ID: {step_id!r} (also used by '
+            problems.add(index, f'{_label(plan, index)}: Duplicate step ID: {step_id!r} (also used by '
                                 f'steps[{first}]). Give each step its own id.')
             continue
         if not step_id.strip():
@@ -130,7 +135,7 @@ def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -
             continue
         if ID_PATTERN.fullmatch(step_id) is None:
             why = 'is longer than 64 characters' if len(step_id) > 64 else 'has characters outside [A-Za-z0-9_-]'
-            problems.add(index, f'{step_label(index, step_id)}: invalid step id {step_id!r}: it {why}. Use letters, '
+            problems.add(index, f'{_label(plan, index)}: invalid step id {step_id!r}: it {why}. Use letters, '
                                 'digits, "_" and "-" only, for example "weather_tokyo".')
         ids[step_id] = index
     return ids
@@ -152,7 +157,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
         if reported and (index, 'tool') in reported:
             out.append(None)
             continue
-        label = step_label(index, step.id)
+        label = _label(plan, index)
         if not name.strip():
             problems.add(index, f'{label}: Step tool name cannot be null or blank. Set "tool" to one of the '
                                 'available tools.')
@@ -235,6 +240,6 @@ def _report_cycles(plan: Plan, deps: list[tuple[int, ...]], remaining: list[int]
             ring = ring[at:] + ring[:at]
             shown = ' -> '.join(ids[i] for i in [*ring, first])
             what = 'refers to itself' if len(ring) == 1 else 'is part of a reference cycle'
-            problems.add(len(deps), f'{step_label(first, ids[first])}: Cycle detected in tool plan dependencies: '
+            problems.add(len(deps), f'{_label(plan, first)}: Cycle detected in tool plan dependencies: '
                                     f'{shown} (step {ids[first]!r} {what}). Remove one of these references so the '
                                     'steps can run in order.')

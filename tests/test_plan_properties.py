@@ -1,0 +1,137 @@
+"""Properties over generated plans: ordering and accounting for random valid DAGs, and malformed plans that
+never raise out of the meta-tool and never run a tool."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import toolweave
+from toolweave import PlanTool
+from toolweave.testing import FakeTool
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# A step: its dependencies (indexes of earlier steps, by generation), a delay, and whether it fails.
+behaviours = st.sampled_from(['ok', 'ok', 'ok', 'fail', 'raise'])
+delays = st.sampled_from([0.0, 0.0, 0.001, 0.003])
+
+
+@st.composite
+def dags(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, str], int | None]:
+    n = draw(st.integers(1, 18))
+    steps = []
+    behaviour: dict[str, str] = {}
+    for i in range(n):
+        deps = draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else set()
+        how = draw(behaviours)
+        delay = draw(delays)
+        behaviour[f's{i}'] = how
+        arguments = {'refs': [f'$ref:s{d}' for d in sorted(deps)], 'tool': how, 'delay': delay}
+        if deps and draw(st.booleans()):
+            arguments['text'] = f'from {{{{$ref:s{min(deps)}}}}}'
+        steps.append({'id': f's{i}', 'tool': 'work', 'arguments': arguments})
+    order = draw(st.permutations(range(n)))
+    concurrency = draw(st.one_of(st.none(), st.integers(1, 4)))
+    return {'steps': [steps[i] for i in order]}, behaviour, concurrency
+
+
+async def _work(arguments: dict[str, Any]) -> Any:
+    if arguments['delay']:
+        await anyio.sleep(arguments['delay'])
+    if arguments['tool'] == 'raise':
+        raise RuntimeError('generated failure')
+    if arguments['tool'] == 'fail':
+        return toolweave.ToolResult.failure('generated returned failure')
+    return {'n': len(arguments['refs'])}
+
+
+@SETTINGS
+@given(dags())
+def test_random_dags_run_in_dependency_order_and_add_up(case: tuple[dict[str, Any], dict[str, str], int | None]
+                                                        ) -> None:
+    plan, behaviour, concurrency = case
+    work = FakeTool('work', _work)
+    run = anyio.run(partial(toolweave.run_plan, plan, [work], concurrency=concurrency))
+    assert run.succeeded + run.failed + run.skipped + run.cancelled == run.total == len(plan['steps'])
+    assert run.cancelled == 0
+    for record in run.steps:
+        deps = [run.step(d) for d in record.depends_on]
+        if any(not d.ok for d in deps):
+            assert record.status == 'skipped'
+            assert record.started_at is None
+            first = next(d for d in deps if not d.ok)
+            assert record.error == f"Skipped because dependency '{first.id}' failed"
+            continue
+        assert record.started_at is not None
+        for dep in deps:
+            assert dep.ended_at is not None and dep.ended_at <= record.started_at
+        expected = 'succeeded' if behaviour[record.id] == 'ok' else 'failed'
+        assert record.status == expected, record
+    assert work.call_count == run.total - run.skipped
+    if concurrency is not None:
+        assert work.max_in_flight <= concurrency
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+step_fields = st.fixed_dictionaries({}, optional={
+    'id': st.one_of(st.sampled_from(['a', 'b', 'c', '', ' ', 'a b', 'x' * 70]), json_values),
+    'tool': st.one_of(st.sampled_from(['work', 'nope', 'Work', '', 'execute_tool_plan']), json_values),
+    'arguments': st.one_of(
+        st.sampled_from(['{}', '{bad', '[]', '{"x": "$ref:a"}', '{"x": "$ref:zz"}', '{"x": "$ref:a."}',
+                         '{"x": "{{$ref:b"}', '{"x": {"$ref": 5}}']),
+        json_values),
+    'args': json_values,
+})
+
+
+@st.composite
+def malformed(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(['text', 'json', 'steps', 'cycle']))
+    if kind == 'text':
+        return draw(st.text(max_size=40))
+    if kind == 'json':
+        return draw(json_values)
+    if kind == 'cycle':
+        n = draw(st.integers(1, 5))
+        steps = [{'id': f'c{i}', 'tool': 'work', 'arguments': {'x': f'$ref:c{(i + 1) % n}'}} for i in range(n)]
+        return {'steps': steps + [{'id': 'free', 'tool': 'work', 'arguments': {}}]}
+    steps = draw(st.lists(step_fields, max_size=5))
+    data: dict[str, Any] = {'steps': steps}
+    if draw(st.booleans()):
+        data['output_steps'] = draw(json_values)
+    # Make sure the plan is invalid: one step calls a tool that does not exist.
+    data['steps'] = [*steps, {'id': 'zz_unknown', 'tool': 'no_such_tool', 'arguments': '{}'}]
+    return json.dumps(data) if draw(st.booleans()) else data
+
+
+@SETTINGS
+@given(malformed())
+def test_malformed_plans_never_raise_and_never_run_a_tool(payload: Any) -> None:
+    work = FakeTool('work')
+    planner = PlanTool([work])
+    result = anyio.run(planner.call, payload)
+    assert result.error is not None
+    assert result.text.startswith('Error: ')
+    assert work.call_count == 0
+    problems = toolweave.validate_plan(payload, [work]) if isinstance(payload, (str, dict)) else ['x']
+    assert problems
+
+
+@SETTINGS
+@given(json_values | st.text(max_size=30))
+def test_any_json_or_text_to_the_meta_tool_is_handled(payload: Any) -> None:
+    work = FakeTool('work')
+    result = anyio.run(PlanTool([work]).call, payload if isinstance(payload, (str, dict)) else json.dumps(payload))
+    assert isinstance(result, toolweave.ToolResult)
+    if result.error is not None:
+        assert work.call_count == 0
