@@ -20,6 +20,7 @@ import anyio
 from toolweave import tool
 
 __all__ = (
+    'LATENCY_SCALE',
     'TOOLS',
     'aggregate',
     'check_threshold',

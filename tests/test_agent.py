@@ -199,6 +199,14 @@ async def test_with_context_accumulates_and_later_wins() -> None:  # CX-9
     assert second == {'tenantId': 'acme'}  # the original agent is unchanged
 
 
+async def test_with_context_replace_does_not_accumulate() -> None:  # CX-10
+    agent = Agent(ScriptedModel([]), context={'tenantId': 'acme', 'a': 1})
+    replaced = agent.with_context({'locale': 'en-AU'}, replace=True)
+    assert dict(replaced.context) == {'locale': 'en-AU'}
+    assert agent.with_context(None, replace=True).context is ToolCallContext.EMPTY
+    assert agent.with_context({}).context is agent.context  # merging nothing keeps the context itself (CX-6)
+
+
 # --- events ------------------------------------------------------------------------------------------------------
 
 
@@ -350,6 +358,18 @@ async def test_message_history_continues_a_conversation() -> None:
     assert second.output == 'Your name is Ann.'
     assert [m.role for m in second.messages] == ['system', 'user', 'assistant', 'user', 'assistant']
     assert model.requests[1].messages == second.messages[:-1]
+
+
+async def test_history_without_a_system_prompt_gets_one_and_events_name_only_new_messages() -> None:
+    history = (UserMessage('earlier'), AssistantMessage('reply'))
+    events: list[AgentEvent] = []
+    result = await Agent(ScriptedModel(['now']), instructions='Rules.').run('next', message_history=history,
+                                                                         on_event=events.append)
+    assert result.messages == (SystemMessage('Rules.'), *history, UserMessage('next'), AssistantMessage('now'))
+    announced = [e.message for e in events if isinstance(e, MessageEvent)]
+    assert announced == [SystemMessage('Rules.'), UserMessage('next'), AssistantMessage('now')]
+    with pytest.raises(UserError, match=r'message_history\[1\] must be a message'):
+        await Agent(ScriptedModel(['x'])).run('go', message_history=[UserMessage('a'), 'not a message'])  # type: ignore[list-item]
 
 
 def test_run_sync() -> None:

@@ -65,7 +65,8 @@ async def test_instructions_are_sent_as_the_system_prompt() -> None:
     assert [t.name for t in model.requests[0].tools] == ['a', 'execute_tool_plan']
 
 
-async def test_a_plan_runs_in_two_llm_calls_and_is_captured() -> None:
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_a_plan_runs_in_two_llm_calls_and_is_captured(anyio_backend: str) -> None:
     weather = FakeTool('get_weather', lambda a: {'city': a['city'], 'temp': len(a['city'])}, delay=0.2)
     compare = FakeTool('compare', lambda a: {'warmest': max(a['temps'])})
     model = ScriptedModel([

@@ -263,9 +263,9 @@ async def test_callback_handler_async_sync_and_bool() -> None:
     with use_review_handler(CallbackReviewHandler(sync_reviewer)):
         assert (await gated_echo().call('x')).error == 'Rejected by reviewer: x'
         assert (await gated_echo('other').call('x')).output == 'wrote x'
-    with use_review_handler(CallbackReviewHandler(lambda request: None)):
-        broken = await gated_echo().call('x')
-    assert 'Review callback' in (broken.error or '') and 'Return a ReviewDecision' in (broken.error or '')
+    with use_review_handler(CallbackReviewHandler(lambda request: None)), pytest.raises(
+            ToolConfigurationError, match=r'Review callback .*<lambda> returned None .* Return a ReviewDecision'):
+        await gated_echo().call('x')
     with pytest.raises(TypeError, match='needs a callable'):
         CallbackReviewHandler('nope')  # type: ignore[arg-type]
     assert isinstance(CallbackReviewHandler(async_reviewer), ReviewHandler)
@@ -450,3 +450,90 @@ def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: py
         exec(compile(code, f'<{module} example>', 'exec'), {'__name__': 'example'})
         shown = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
         assert capsys.readouterr().out.splitlines() == shown, code
+
+
+async def test_wrapper_keeps_the_call_behaviour_of_the_tool_it_wraps() -> None:
+    from toolweave import DelegatingTool
+
+    class Counting(DelegatingTool):
+        calls = 0
+
+        async def call(self, arguments: Any = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+            Counting.calls += 1
+            return await super().call(arguments, context)
+
+    gated = requires_approval(Counting(TextTool.from_function('counted', 'c', str.upper)))
+    with use_review_handler(Recorder()):
+        assert (await gated.call('x')).output == 'X'
+    with use_review_handler(Recorder(ReviewDecision.reject())):
+        assert not (await gated.call('y')).ok
+    assert Counting.calls == 1  # approved once; the rejected call never reached the tool
+    assert (GLOBAL_METRICS.stats('counted').successes, GLOBAL_METRICS.stats('counted').failures) == (1, 1)
+
+
+async def test_rewrapping_a_gated_tool_sets_its_options_without_a_second_gate() -> None:
+    handler = Recorder()
+    twice = requires_approval(requires_approval(gated_echo('opt'), timeout=9), timeout=4, on_timeout='continue')
+    with use_review_handler(handler):
+        assert (await twice.call('x')).output == 'wrote x'
+    assert [(r.timeout, r.on_timeout) for r in handler.requests] == [(4, 'continue')]  # outermost options win
+    assert twice.definition.metadata.extra['approval'] == {'timeout': 4, 'on_timeout': 'continue'}
+
+
+async def test_gated_pipeline_still_gates_a_step_with_the_same_name() -> None:
+    handler = Recorder()
+    gated = requires_approval(ToolPipeline.of(gated_echo('solo')))
+    assert gated.name == 'solo'
+    with use_review_handler(handler):
+        assert (await gated.call('x')).output == 'wrote x'
+    assert len(handler.requests) == 2  # the pipeline's gate and its step's own gate
+
+
+async def test_approval_records_are_json_data_even_for_odd_arguments() -> None:
+    import json
+    from datetime import date
+
+    class Odd:
+        def __repr__(self) -> str:
+            return 'Odd()'
+
+    with record_approvals() as log, use_review_handler(Recorder()):
+        await request_approval('export', tool_name='export', arguments={'day': date(2026, 1, 2), 'obj': Odd()})
+    row = json.loads(json.dumps(log.to_list()))[0]
+    assert row['arguments'] == {'day': '2026-01-02', 'obj': 'Odd()'} and row['outcome'] == 'approved'
+    assert repr(log) == 'ApprovalLog(1 records)'
+
+
+async def test_plain_def_review_is_accepted() -> None:
+    class SyncReviewer:
+        def review(self, request: ReviewRequest) -> ReviewDecision:
+            return ReviewDecision.edit('from sync')
+
+    with use_review_handler(SyncReviewer()):  # type: ignore[arg-type]
+        assert (await gated_echo().call('x')).output == 'wrote from sync'
+
+
+async def test_requires_approval_on_method_tools_keeps_binding_and_discovery() -> None:
+    from toolweave import FunctionTool, tools_from
+
+    class Files:
+        def __init__(self) -> None:
+            self.deleted: list[str] = []
+
+        @requires_approval(timeout=30)
+        @tool
+        def delete(self, path: str) -> str:
+            """Delete a file."""
+            self.deleted.append(path)
+            return f'deleted {path}'
+
+    files = Files()
+    (found,) = tools_from(files)
+    assert isinstance(found, FunctionTool) and found.definition.metadata.requires_approval
+    assert files.delete('/direct') == 'deleted /direct'  # still callable as the method
+    handler = Recorder()
+    with use_review_handler(handler):
+        assert (await found.call({'path': '/a'})).output == 'deleted /a'
+    assert files.deleted == ['/direct', '/a'] and [r.timeout for r in handler.requests] == [30]
+    with pytest.raises(ToolConfigurationError, match="Tool 'delete' requires approval"):
+        await found.call({'path': '/b'})

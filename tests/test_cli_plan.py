@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from toolweave.cli._app import app
-from toolweave.cli._render import LiveSteps, format_duration, render_timeline, render_totals
+from toolweave.cli._render import LiveSteps, critical_chain, format_duration, render_timeline, render_totals
 
 PLANS = Path(__file__).resolve().parent.parent / 'examples' / 'plans'
 TOOLS = 'examples.tools:TOOLS'
@@ -85,6 +85,7 @@ def test_run_weather_prints_events_timeline_summary_and_totals(runner: CliRunner
 
 @pytest.mark.usefixtures('instant')
 def test_run_failing_plan_exits_1_and_shows_failed_and_skipped(runner: CliRunner) -> None:
+    # FF-1, FF-3, OS-8 as the person at the terminal sees them.
     result = invoke(runner, 'run', str(PLANS / 'failing.json'), '--tools', TOOLS)
     out = result.output
     assert result.exit_code == 1
@@ -144,6 +145,7 @@ def test_run_json_prints_only_the_run_record(runner: CliRunner) -> None:
 
 
 def test_run_json_shows_parallel_steps_overlapping(runner: CliRunner) -> None:
+    # WV-1 and WV-6, seen from the CLI's run record.
     result = invoke(runner, 'run', str(PLANS / 'weather.json'), '--tools', TOOLS, '--json')
     assert result.exit_code == 0
     steps = {s['id']: s for s in json.loads(result.output)['steps']}
@@ -179,6 +181,7 @@ SLOW_TOOLS = '''
 
 def test_step_timeout_fails_the_hanging_step_only(runner: CliRunner, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # D8: a timed-out step fails like a raised exception; its dependents are skipped, the rest runs.
     module = write_module(tmp_path, monkeypatch, 'slow_tools_a', SLOW_TOOLS)
     plan = write_plan(tmp_path, {'steps': [
         {'id': 'hang', 'tool': 'slow', 'arguments': {'seconds': 30}},
@@ -248,6 +251,7 @@ def test_validate_runs_nothing(runner: CliRunner, tmp_path: Path, monkeypatch: p
 
 
 def test_validate_reports_every_problem(runner: CliRunner) -> None:
+    # PV-3, PV-4, PV-5, PV-6, PV-9 and D4's unknown reference, all in one report.
     result = invoke(runner, 'validate', str(PLANS / 'invalid.json'), '--tools', TOOLS)
     out = result.output
     assert result.exit_code == 1
@@ -447,3 +451,132 @@ def test_live_table_shows_known_waves_before_steps_start() -> None:
     rows = {line.split()[0]: line.split() for line in _render(view, 120).splitlines()[1:-1]}
     assert [rows[s][2] for s in ('user', 'orders', 'total', 'in_euros', 'notify')] == ['0', '1', '2', '3', '4']
     assert all(row[3] == 'waiting' for row in rows.values())
+
+
+GATED = '''
+    from toolweave import tool
+
+    @tool(requires_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file (pretend)."""
+        return f'deleted {path}'
+
+    @tool
+    def report(text: str) -> str:
+        """Report."""
+        return f'report: {text}'
+
+    TOOLS = [delete_file, report]
+'''
+GATED_PLAN = {'steps': [{'id': 'rm', 'tool': 'delete_file', 'arguments': {'path': '/tmp/x'}},
+                        {'id': 'tell', 'tool': 'report', 'arguments': {'text': '$ref:rm'}}]}
+
+
+@pytest.mark.parametrize(('review', 'stdin', 'statuses'), [
+    ('approve', None, ['succeeded', 'succeeded']),
+    ('reject', None, ['failed', 'skipped']),
+    ('ask', 'a\n', ['succeeded', 'succeeded']),
+    ('ask', 'r too risky\n', ['failed', 'skipped']),
+    ('ask', '', ['failed', 'skipped']),  # no reviewer input: rejected, never run
+])
+def test_review_option_decides_gated_steps(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           review: str, stdin: str | None, statuses: list[str]) -> None:
+    module = write_module(tmp_path, monkeypatch, f'gated_tools_{review}_{len(stdin or "")}', GATED)
+    result = runner.invoke(app, ['run', write_plan(tmp_path, GATED_PLAN), '--tools', f'{module}:TOOLS', '--json',
+                                 '--review', review], input=stdin, catch_exceptions=False)
+    data = json.loads(result.stdout)  # prompts go to stderr: stdout stays JSON
+    assert [s['status'] for s in data['steps']] == statuses
+    assert result.exit_code == (0 if statuses[0] == 'succeeded' else 1)
+    if statuses[0] == 'succeeded':
+        assert data['steps'][1]['output'] == 'report: deleted /tmp/x'
+    if review == 'ask':
+        assert 'Approval required: delete_file' in result.stderr
+    if stdin == 'r too risky\n':
+        assert 'too risky' in data['steps'][0]['error']
+
+
+ODD_TOOLS = '''
+    from toolweave import tool
+    from toolweave.exceptions import ToolConfigurationError
+
+    @tool
+    def huge(n: int) -> str:
+        """n characters."""
+        return 'x' * n
+
+    @tool
+    def misconfigured() -> str:
+        """Always a configuration error."""
+        raise ToolConfigurationError('misconfigured: set API_URL first')
+
+    TOOLS = [huge, misconfigured]
+'''
+
+
+def test_huge_outputs_stay_off_the_screen(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = write_module(tmp_path, monkeypatch, 'odd_tools_a', ODD_TOOLS)
+    plan = write_plan(tmp_path, {'steps': [{'id': 'big', 'tool': 'huge', 'arguments': {'n': 1_000_000}}]})
+    result = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS')
+    assert result.exit_code == 0
+    assert len(result.output) < 20_000  # the summary is cut (D6); the full output stays in the record
+    assert 'cut 996000 of 1000000 characters' in flat(result.output)
+    full = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS', '--json')
+    assert len(json.loads(full.output)['steps'][0]['output']) == 1_000_000
+
+
+@pytest.mark.parametrize('as_json', [False, True])
+def test_configuration_error_stops_the_plan_cleanly(runner: CliRunner, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch, as_json: bool) -> None:
+    module = write_module(tmp_path, monkeypatch, f'odd_tools_{as_json}', ODD_TOOLS)
+    plan = write_plan(tmp_path, {'steps': [{'id': 'boom', 'tool': 'misconfigured', 'arguments': {}}]})
+    result = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS', *(['--json'] if as_json else []))
+    assert result.exit_code == 1
+    if as_json:
+        assert json.loads(result.output) == {
+            'stopped': True, 'error': 'ToolConfigurationError: misconfigured: set API_URL first'}
+    else:
+        assert 'Plan stopped: ToolConfigurationError: misconfigured: set API_URL first' in flat(result.output)
+
+
+def test_reviewer_quitting_stops_the_run(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = write_module(tmp_path, monkeypatch, 'gated_tools_quit', GATED)
+    result = runner.invoke(app, ['run', write_plan(tmp_path, GATED_PLAN), '--tools', f'{module}:TOOLS'],
+                           input='q\n', catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "Plan stopped: ExitEarly: Run stopped by the reviewer at tool 'delete_file'." in flat(result.stdout)
+    assert 'Traceback' not in result.output
+
+
+def test_critical_chain_names_the_steps_that_held_the_run_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(examples.tools, 'LATENCY_SCALE', 2.0)  # cpu (0.16-0.4 s) is clearly slower than memory
+    run = _run('metrics.json')
+    assert critical_chain(run) == ['metrics', 'cpu', 'cpu_alert']
+    assert 'critical chain: metrics → cpu → cpu_alert (' in _render(render_timeline(run, 100))
+    assert 'critical chain: metrics -> cpu -> cpu_alert (' in _render(render_timeline(run, 100), encoding='ascii')
+    failing = _run('failing.json')
+    assert critical_chain(failing) == ['weather']  # skipped steps never ran: they hold nothing up
+    assert 'critical chain' not in _render(render_timeline(failing, 100))
+
+
+@pytest.mark.parametrize(('source', 'message'), [
+    ('def broken(:\n', 'SyntaxError'),
+    ('raise RuntimeError("no API key configured")\n', 'RuntimeError: no API key configured'),
+])
+def test_tools_module_that_fails_to_import(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           source: str, message: str) -> None:
+    name = f'broken_tools_{len(source)}'
+    (tmp_path / f'{name}.py').write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = invoke(runner, 'validate', str(PLANS / 'weather.json'), '--tools', f'{name}:TOOLS')
+    assert result.exit_code == 2
+    assert f"importing '{name}:TOOLS' failed" in flat(result.output) and message in flat(result.output)
+
+
+@pytest.mark.usefixtures('instant')
+def test_plan_from_standard_input(runner: CliRunner) -> None:
+    plan = (PLANS / 'weather.json').read_text()
+    result = runner.invoke(app, ['run', '-', '--tools', TOOLS, '--json'], input=plan, catch_exceptions=False)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)['succeeded'] == 4
+    bad = runner.invoke(app, ['validate', '-', '--tools', TOOLS], input='{nope', catch_exceptions=False)
+    assert bad.exit_code == 2 and 'standard input is not valid JSON' in flat(bad.output)

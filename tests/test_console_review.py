@@ -145,7 +145,7 @@ def terminal(tmp_path: Path) -> Iterator[type[Terminal]]:
             term.process.wait()
 
 
-PROMPT = r'\[a\]pprove / \[e\]dit / \[r\]eject / \[q\]uit run > '
+PROMPT = r'\[a\]pprove / a\[l\]ways / \[e\]dit / \[r\]eject / \[q\]uit run > '
 
 
 def test_approve_through_a_terminal(terminal: type[Terminal]) -> None:
@@ -164,7 +164,7 @@ def test_edit_through_a_terminal(terminal: type[Terminal]) -> None:
     term = terminal('single')
     term.expect(PROMPT)
     term.send('what?')
-    term.expect(r"Unknown answer 'what\?': type a, e, r or q.")
+    term.expect(r"Unknown answer 'what\?': type a, l, e, r or q.")
     term.expect(PROMPT)
     term.send('e')
     term.expect(r'Current input: \{"input":"notes.txt"\}')
@@ -296,3 +296,16 @@ async def test_waiting_for_a_line_is_cancellable(anyio_backend: str) -> None:
             await handler.review(ReviewRequest('wait', 'wait: y', 'y', timeout=None))
         assert scope.cancelled_caught
     os.close(write_fd)
+
+
+@pytest.mark.anyio
+async def test_always_approves_later_calls_of_that_tool_without_asking() -> None:
+    output = io.StringIO()
+    handler = ConsoleReviewHandler(stdin=io.StringIO('l\nr\n'), console=Console(file=output, width=100))
+    deploy = TextTool.from_function('deploy', 'deploys', lambda t: f'deployed {t}', requires_approval=True)
+    other = TextTool.from_function('other', 'other', lambda t: t, requires_approval=True)
+    with use_review_handler(handler), record_approvals() as log:
+        assert [(await deploy.call(v)).output for v in ('a', 'b', 'c')] == ['deployed a', 'deployed b', 'deployed c']
+        assert not (await other.call('x')).ok  # a different tool still asks (and this answer rejects it)
+    assert output.getvalue().count('Approval required') == 2
+    assert [r.outcome for r in log] == ['approved'] * 3 + ['rejected']

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -86,17 +87,34 @@ def test_resolve_refs_reads_paths() -> None:
 @pytest.fixture
 def chat_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / 'chatfixture.py').write_text(textwrap.dedent("""
+        from toolweave import current_process, tool
         from toolweave.testing import FakeTool, ScriptedModel
 
+        @tool
+        async def notify() -> str:
+            '''Tell the user something while working.'''
+            current_process().report_progress('working on it')
+            current_process().send_message('Heads up: this takes a moment.')
+            return 'notified'
+
         MODEL = ScriptedModel([
-            {'tool': 'lookup', 'arguments': {'q': 'x'}},
+            [{'tool': 'lookup', 'arguments': {'q': 'x'}}, {'tool': 'notify', 'arguments': {}}],
             'It is 42.',
             'You asked about x.',
         ])
-        TOOLS = [FakeTool('lookup', '42')]
+        PLAN_MODEL = ScriptedModel([
+            {'tool': 'execute_tool_plan', 'arguments': {'steps': [
+                {'id': 'a', 'tool': 'lookup', 'arguments': '{"q": "x"}'},
+                {'id': 'b', 'tool': 'nope', 'arguments': '{}'}]}},
+            {'tool': 'execute_tool_plan', 'arguments': {'steps': [
+                {'id': 'a', 'tool': 'lookup', 'arguments': '{"q": "x"}'}]}},
+            'Planned.',
+        ])
+        TOOLS = [FakeTool('lookup', '42'), notify]
         NOT_A_MODEL = 7
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, 'chatfixture', raising=False)  # fresh scripted models for every test
     return 'chatfixture'
 
 
@@ -107,7 +125,19 @@ def test_chat_reads_prompts_until_end_of_input(chat_module: str) -> None:
     out = result.output
     assert '-> lookup({"q":"x"})' in out and '<- lookup' in out and ': 42' in out
     assert 'assistant> It is 42.' in out and 'assistant> You asked about x.' in out
-    assert '2 LLM calls' in out and '1 LLM calls' in out
+    assert '.. working on it' in out and 'assistant (from a tool)> Heads up: this takes a moment.' in out
+    assert '2 LLM calls' in out and '1 LLM calls' in out and '2 tool calls' in out
+
+
+def test_chat_shows_plan_steps_and_plan_errors(chat_module: str) -> None:
+    result = runner.invoke(app, ['chat', '--model', f'{chat_module}:PLAN_MODEL', '--tools', f'{chat_module}:TOOLS',
+                                 '--plan'], input='Plan it\n')
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert 'tools: lookup, notify, execute_tool_plan' in out
+    assert 'Plan execution failed' in out and "unknown tool 'nope'" in out.lower()
+    assert 'step a (lookup) succeeded: 42' in out
+    assert 'assistant> Planned.' in out
 
 
 def test_chat_rejects_bad_models_and_tools(chat_module: str) -> None:
@@ -152,6 +182,8 @@ class _ChatCompletions(BaseHTTPRequestHandler):
 def local_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(toolweave.models, 'ALLOW_MODEL_REQUESTS', True)
     monkeypatch.setenv('OPENAI_API_KEY', 'sk-local-test')
+    for proxy in ('HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy'):
+        monkeypatch.delenv(proxy, raising=False)  # the server is on localhost
     _ChatCompletions.bodies = []
     server = HTTPServer(('127.0.0.1', 0), _ChatCompletions)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -180,7 +212,7 @@ def test_chat_with_plan_offers_the_meta_tool(chat_module: str, local_server: str
                                  '--tools', f'{chat_module}:TOOLS', '--plan'], input='Hi\n')
     assert result.exit_code == 0, result.output
     names = [t['function']['name'] for t in _ChatCompletions.bodies[0]['tools']]
-    assert names == ['lookup', 'execute_tool_plan']
+    assert names == ['lookup', 'notify', 'execute_tool_plan']
     assert '# Tool Planning' in _ChatCompletions.bodies[0]['messages'][0]['content']
 
 

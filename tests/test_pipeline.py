@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from toolweave import (
@@ -600,3 +602,53 @@ async def test_pl33_one_model_tool_call_runs_every_step_once() -> None:
     assert 'done' in str(result.output)
     assert (a.inputs, b.inputs) == (['  hi '], ['hi'])
     assert [t.name for t in model.requests[0].tools] == ['clean_then_shout']
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefixes=st.lists(st.text(max_size=12), min_size=1, max_size=4), text=st.text(max_size=30))
+def test_text_flows_unchanged_whatever_it_looks_like(prefixes: list[str], text: str) -> None:
+    # Intermediate outputs that look like JSON (even `{"input": ...}`) reach the next text step verbatim.
+    steps = [Step(f'p{i}', lambda t, p=p: p + t) for i, p in enumerate(prefixes)]
+    result = ToolPipeline.of(*steps).call_sync({'input': text})
+    assert result.output == ''.join(reversed(prefixes)) + text
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.integers(), st.text(max_size=20), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+                 st.lists(st.booleans(), max_size=3)))
+def test_any_value_reaches_a_text_step_as_its_json_or_text(value: object) -> None:
+    class Emit(Tool):
+        @property
+        def definition(self) -> ToolDefinition:
+            return ToolDefinition('emit', 'emits a value')
+
+        async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+            return ToolResult.success('ignored', value)
+
+    sink = Step('sink', lambda t: t)
+    ToolPipeline.of(Emit(), sink).call_sync('x')
+    expected = value if isinstance(value, str) else json.dumps(value, separators=(',', ':'), ensure_ascii=False)
+    assert sink.inputs == ['ignored' if isinstance(value, str) else expected]
+
+
+async def test_pl34_metrics_installed_for_a_run_reach_nested_steps() -> None:
+    from toolweave import use_metrics
+
+    inner = ToolPipeline.of('inner_m', 'd', Step('deep', 'x'))
+    with use_metrics() as metrics:
+        await ToolPipeline.of('outer_m', 'd', Step('top', 'y'), inner).call('go')
+    assert {name: s.calls for name, s in metrics.snapshot().items()} == {
+        'top': 1, 'deep': 1, 'inner_m': 1, 'outer_m': 1}
+    assert 'deep' not in GLOBAL_METRICS.snapshot()
+
+
+@pytest.mark.parametrize(('arguments', 'fragment'), [
+    ('not valid json', 'Invalid JSON arguments for tool'),
+    ('[1, 2]', 'must be a JSON object'),
+    ({'a': 'one', 'b': 2}, 'a'),
+    ({'a': 1, 'b': 2, 'c': 3}, 'c'),
+])
+async def test_bad_input_to_a_typed_pipeline_fails_at_its_first_step(arguments: Any, fragment: str) -> None:
+    after = Step('after', 'never')
+    result = await ToolPipeline.of(add, after).call(arguments)
+    assert not result.ok and fragment in (result.error or '') and after.inputs == []

@@ -144,6 +144,11 @@ async def test_each_run_has_its_own_process() -> None:
 # --- BlackboardSink (AS-8) ---------------------------------------------------------------------------------------
 
 
+def test_blackboard_sink_is_a_sink() -> None:
+    assert isinstance(BlackboardSink(), toolweave.Sink)
+    assert repr(BlackboardSink('user')) == "BlackboardSink(name='user')"
+
+
 def test_blackboard_sink_without_a_process_raises() -> None:  # AS-8
     with pytest.raises(ToolConfigurationError) as info:
         BlackboardSink().accept(User('ann'))
@@ -156,6 +161,15 @@ async def test_blackboard_sink_adds_artifacts_to_the_run_blackboard() -> None:  
     result = await Agent(ScriptedModel([call('find_user', {'name': 'ann'}), 'found']), tools=[sinking]).run('go')
     assert result.process.blackboard.get('user') == User('ann')
     assert result.process.blackboard.count(User) == 1
+
+
+async def test_blackboard_sink_unwraps_lists_and_composes() -> None:  # AS-6, AS-7 with the blackboard
+    finder = FakeTool('find_users', lambda args: [User('ann'), Admin('bob'), 'not a user'])
+    collected = toolweave.ListSink()
+    sinking = ArtifactSinkingTool(finder, toolweave.CompositeSink(BlackboardSink(), collected), type=User)
+    result = await Agent(ScriptedModel([call('find_users'), 'found']), tools=[sinking]).run('go')
+    assert result.process.blackboard.objects == [User('ann'), Admin('bob')]
+    assert collected.items() == [User('ann'), Admin('bob')]
 
 
 async def test_blackboard_sink_in_a_tool_outside_a_run_fails_loudly() -> None:

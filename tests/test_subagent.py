@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 import toolweave
 from toolweave import Agent, Budget, SubAgentTool, UserError, tool
 from toolweave.models import ToolMessage, UserMessage
-from toolweave.testing import FakeTool, ScriptedModel
+from toolweave.testing import FakeTool, FunctionModel, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -91,6 +91,7 @@ async def test_sub_agent_shares_a_spawned_blackboard_with_its_parent() -> None:
     assert child_model.requests[0].messages[-1] == UserMessage('{"composer":"Bach","count":3}')
     # usage rolls up: 3 parent LLM calls + 2 child calls; tool calls: prepare, finder, look
     assert result.usage.llm_calls == 5 and result.usage.tool_calls == 3
+    assert result.process.models['scripted'].requests == 5
 
 
 async def test_sub_agent_input_errors_go_back_to_the_model() -> None:
@@ -137,3 +138,15 @@ async def test_sub_agent_tool_outside_a_run_uses_a_fresh_blackboard() -> None:
     assert result.output == 'alone'
     missing = await child.as_tool().call({'prompt': ''})
     assert missing.error is not None and 'prompt' in missing.error
+
+
+async def test_an_agent_calling_itself_stops_at_the_nesting_limit() -> None:
+    model = FunctionModel(lambda messages, tools: 'gave up' if isinstance(messages[-1], ToolMessage) else
+                          call('recurse', {'prompt': 'again'}))
+    agent = Agent(model, name='recurse')
+    agent.toolset.add(agent.as_tool())
+    result = await agent.run('go')
+    assert result.output == 'gave up'
+    assert model.call_count == 2 * 9  # the top run and 8 nested levels, each: call, then answer
+    deepest = [m for m in model.requests[9].messages if isinstance(m, ToolMessage)]
+    assert deepest and 'nested more than 8 levels' in deepest[0].content

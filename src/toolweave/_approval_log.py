@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
 if TYPE_CHECKING:
     from toolweave.approval import ReviewDecision, ReviewRequest
 
@@ -46,15 +48,13 @@ class ApprovalRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-able data (for run records and `--json` output)."""
-        arguments = self.request.arguments
-        revised = self.decision.revised
         return {
             'tool': self.request.tool_name,
             'description': self.request.description,
-            'arguments': arguments if arguments is None or isinstance(arguments, str) else dict(arguments),
+            'arguments': to_jsonable_python(self.request.arguments, fallback=repr),
             'outcome': self.outcome,
             'decision': self.decision.kind,
-            'revised': revised if revised is None or isinstance(revised, str) else dict(revised),
+            'revised': to_jsonable_python(self.decision.revised, fallback=repr),
             'reason': self.decision.reason,
             'timed_out': self.decision.timed_out,
             'handler': self.handler,

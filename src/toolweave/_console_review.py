@@ -42,6 +42,7 @@ _SELECT_SECONDS = 0.05
 _pending: dict[int, bytearray] = {}
 
 _APPROVE = frozenset({'a', 'approve', 'y', 'yes', 'c', 'continue'})
+_ALWAYS = frozenset({'l', 'always'})
 _REJECT = frozenset({'r', 'reject', 'n', 'no', 'x', 'exit'})
 _EDIT = frozenset({'e', 'edit'})
 _QUIT = frozenset({'q', 'quit'})
@@ -74,8 +75,9 @@ class ConsoleReviewHandler:
     """Asks a person at the terminal: approve, edit (type the revised input), reject (with an optional reason),
     or quit the whole run.
 
-    Answers: `a` (approve), `e` or `e <revised input>` (edit), `r` or `r <reason>` (reject), `q` (quit: raises
-    `ExitEarly`, which stops the run). An edit of a tool that takes one argument may be typed as the bare new
+    Answers: `a` (approve), `l` (always: approve this call and every later call of the same tool without asking),
+    `e` or `e <revised input>` (edit), `r` or `r <reason>` (reject), `q` (quit: raises `ExitEarly`, which stops
+    the run). An edit of a tool that takes one argument may be typed as the bare new
     value; otherwise type the revised arguments as one JSON object. A closed input rejects the call.
 
     Args:
@@ -99,8 +101,12 @@ class ConsoleReviewHandler:
         self._stdin = stdin
         self._console = console if console is not None else _rich_console(stderr=True)
         self._max_chars = max_chars
+        self._always: set[str] = set()
+        """Tools the reviewer approved for the rest of this handler's life (answer `l`, always)."""
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
+        if request.tool_name and request.tool_name in self._always:
+            return ReviewDecision.approve()
         async with console_lock():
             stdin = self._stdin if self._stdin is not None else sys.stdin
             _discard_typeahead(stdin)
@@ -133,7 +139,7 @@ class ConsoleReviewHandler:
 
     async def _ask(self, request: ReviewRequest, stdin: IO[str]) -> ReviewDecision:
         while True:
-            self._prompt('[a]pprove / [e]dit / [r]eject / [q]uit run > ')
+            self._prompt('[a]pprove / a[l]ways / [e]dit / [r]eject / [q]uit run > ')
             line = await _read_line(stdin)
             if line is None:
                 self._console.print()
@@ -141,6 +147,10 @@ class ConsoleReviewHandler:
             word, _, rest = line.strip().partition(' ')
             word, rest = word.lower(), rest.strip()
             if word in _APPROVE:
+                return ReviewDecision.approve()
+            if word in _ALWAYS:
+                if request.tool_name:
+                    self._always.add(request.tool_name)
                 return ReviewDecision.approve()
             if word in _REJECT:
                 return ReviewDecision.reject(rest or None)
@@ -151,7 +161,8 @@ class ConsoleReviewHandler:
                 if decision is not None:
                     return decision
                 continue
-            self._console.print(f'Unknown answer {line.strip()!r}: type a, e, r or q.', style='yellow', markup=False)
+            self._console.print(f'Unknown answer {line.strip()!r}: type a, l, e, r or q.', style='yellow',
+                                markup=False)
 
     async def _edit(self, request: ReviewRequest, typed: str, stdin: IO[str]) -> ReviewDecision | None:
         if not typed:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import anyio.to_thread
 
 from toolweave.approval import ReviewDecision, ReviewHandler, ReviewRequest, ask_handler, check_review_handler
+from toolweave.exceptions import ToolConfigurationError
 
 __all__ = ('ApprovalRule', 'CallbackReviewHandler', 'RuleBasedReviewHandler', 'request_arguments')
 
@@ -53,8 +54,9 @@ class CallbackReviewHandler:
         if isinstance(answer, ReviewDecision):
             return answer
         name = getattr(self._callback, '__qualname__', repr(self._callback))
-        raise TypeError(f'Review callback {name} returned {answer!r} for {request.tool_name!r}. Return a '
-                        'ReviewDecision (ReviewDecision.approve(), .edit(revised), .reject(reason)) or a bool.')
+        raise ToolConfigurationError(
+            f'Review callback {name} returned {answer!r} for {request.tool_name!r}. Return a ReviewDecision '
+            '(ReviewDecision.approve(), .edit(revised), .reject(reason)) or a bool.')
 
     def __repr__(self) -> str:
         return f'CallbackReviewHandler({getattr(self._callback, "__qualname__", self._callback)!r})'

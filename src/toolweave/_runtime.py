@@ -20,6 +20,7 @@ _T = TypeVar('_T')
 review_handler_var: ContextVar[ReviewHandler | None] = ContextVar('toolweave_review_handler', default=None)
 metrics_var: ContextVar[ToolMetrics | None] = ContextVar('toolweave_metrics', default=None)
 process_var: ContextVar[Any] = ContextVar('toolweave_process', default=None)
+_global_metrics: ToolMetrics | None = None
 
 
 @contextmanager
@@ -37,9 +38,16 @@ def current_review_handler() -> ReviewHandler | None:
 
 
 def current_metrics() -> ToolMetrics:
-    from toolweave.tools._metrics import GLOBAL_METRICS
+    found = metrics_var.get()
+    if found is not None:
+        return found
+    # A function-level import costs ~2 us per call (the import lock); every `Tool.call` comes here.
+    global _global_metrics
+    if _global_metrics is None:
+        from toolweave.tools._metrics import GLOBAL_METRICS
 
-    return metrics_var.get() or GLOBAL_METRICS
+        _global_metrics = GLOBAL_METRICS
+    return _global_metrics
 
 
 def current_process() -> Any:

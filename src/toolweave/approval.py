@@ -13,7 +13,12 @@ The protocol:
   revised arguments) or exit early (the call becomes the failure `Rejected by reviewer: <input>`).
 - A handler that does not answer within `timeout` seconds gets the request's `on_timeout` action. A handler
   that raises `ExitEarly` (or another control-flow signal) stops the whole run; a handler that raises
-  anything else rejects the call (fail closed) and the failure names the error.
+  anything else rejects the call (fail closed) and the failure names the error. A handler that returns
+  something other than a `ReviewDecision` is a `ToolConfigurationError`.
+- Handlers: `AutoApproveHandler`, `ConsoleReviewHandler` (a person at the terminal; concurrent prompts are
+  serialised by one process-wide lock), `CallbackReviewHandler` (a function), `RuleBasedReviewHandler` (tool
+  name globs and argument predicates). `requires_approval(tool)` gates any tool; `@tool(requires_approval=True)`
+  sets the same flag.
 - A tool body may also ask on its own with `request_approval(description)`; with no handler installed that
   approves (AP-1, AP-2), because the tool did not declare that it needs a reviewer.
 - Every decision is logged (logger `toolweave.approval`, INFO) and appended to the `ApprovalLog`s installed
@@ -22,14 +27,17 @@ The protocol:
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
@@ -60,6 +68,7 @@ __all__ = (
     'ReviewRequest',
     'ReviewTiming',
     'RuleBasedReviewHandler',
+    'approval_options',
     'console_lock',
     'current_approval_log',
     'record_approvals',
@@ -229,10 +238,25 @@ def describe_arguments(arguments: ToolArguments) -> str:
         return repr(arguments)
 
 
+_option_overrides: ContextVar[Mapping[str, Mapping[str, Any]]] = ContextVar(
+    'toolweave_approval_options', default=MappingProxyType({}))
+
+
+@contextmanager
+def approval_options(tool_name: str, options: Mapping[str, Any]) -> Iterator[None]:
+    """Within the block, the gate of the tool called `tool_name` uses these `timeout` / `on_timeout` options (an
+    enclosing block's options for the same tool win). `requires_approval(tool, timeout=...)` on a tool that is
+    already gated uses this instead of adding a second gate."""
+    current = _option_overrides.get()
+    merged = {**options, **current.get(tool_name, {})}
+    with _runtime.using(_option_overrides, {**current, tool_name: merged}):
+        yield
+
+
 def _tool_options(tool: Tool) -> tuple[float | None, OnTimeout]:
-    options = tool.definition.metadata.extra.get(APPROVAL_OPTIONS_KEY)
-    if not isinstance(options, Mapping):
-        return DEFAULT_TIMEOUT, DEFAULT_ON_TIMEOUT
+    name = tool.definition.name
+    options = dict(tool.definition.metadata.extra.get(APPROVAL_OPTIONS_KEY) or {})
+    options.update(_option_overrides.get().get(name, {}))
     return options.get('timeout', DEFAULT_TIMEOUT), options.get('on_timeout', DEFAULT_ON_TIMEOUT)
 
 
@@ -303,11 +327,6 @@ async def decide(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecisi
     except Exception as exc:  # a broken reviewer must not let the call through: fail closed
         logger.warning('Review handler %s failed for %r: %r', type(handler).__name__, request.tool_name, exc)
         decision = ReviewDecision.reject(f'review handler failed: {type(exc).__name__}: {exc}')
-    if not isinstance(decision, ReviewDecision):
-        raise ToolConfigurationError(
-            f'Review handler {type(handler).__name__} returned {decision!r} for {request.tool_name!r}. `review` must '
-            'return a ReviewDecision: ReviewDecision.approve(), .edit(revised) or .reject(reason).'
-        )
     _record(handler, request, decision, perf_counter() - start)
     return decision
 
@@ -322,10 +341,22 @@ def handles_own_timeout(handler: object) -> bool:
 async def ask_handler(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
     """`handler.review(request)` under the request's timeout; the on-timeout decision when it runs out."""
     if request.timeout is None or type(handler) is AutoApproveHandler or handles_own_timeout(handler):
-        return await handler.review(request)
+        return await _answer(handler, request)
     with anyio.move_on_after(request.timeout):
-        return await handler.review(request)
+        return await _answer(handler, request)
     return ReviewDecision.on_timeout(request)
+
+
+async def _answer(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
+    answer: object = handler.review(request)
+    if inspect.isawaitable(answer):  # the protocol is async; a plain `def review` is accepted too
+        answer = await answer
+    if not isinstance(answer, ReviewDecision):
+        raise ToolConfigurationError(
+            f'Review handler {type(handler).__name__} returned {answer!r} for {request.tool_name!r}. `review` must '
+            'return a ReviewDecision: ReviewDecision.approve(), .edit(revised) or .reject(reason).'
+        )
+    return answer
 
 
 def _record(handler: ReviewHandler, request: ReviewRequest, decision: ReviewDecision, seconds: float) -> None:

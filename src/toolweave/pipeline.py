@@ -31,7 +31,8 @@ What flows between steps:
 3. Into the next step's arguments:
    - text -> `{param: text}` for a step with one string parameter; for a step with one parameter of another
      type, the text parsed as JSON (`"42"` -> `{n: 42}`; an object that already names the parameter is used as
-     the arguments); for any other step, the text as raw arguments (a JSON object text is parsed and validated
+     the arguments; text that is not JSON is passed as the value and the step's validation says why it does not
+     fit); for any other step, the text as raw arguments (a JSON object text is parsed and validated
      by the step);
    - a structured value (models and dataclasses become JSON data first) -> a mapping whose keys are the step's
      parameters is used as the arguments; for a step with one parameter, `{param: value}` (as JSON text when the
@@ -128,7 +129,7 @@ class ToolPipeline(Tool):
             name = _auto_name(names)
         if description is None:
             description = 'Pipeline: ' + ' -> '.join(names)
-        parameters = copy.deepcopy(dict(stages[0].tool.definition.parameters)) if stages else dict(TEXT_SCHEMA)
+        parameters = copy.deepcopy(dict(stages[0].tool.definition.parameters if stages else TEXT_SCHEMA))
         self._definition = ToolDefinition(name, description, parameters)
         check_review_handler(review_handler, f'Tool {name!r}')
         self._stages = stages

@@ -19,7 +19,15 @@ from toolweave.agent._planning import AgentPlanTool
 from toolweave.agent._process import AgentProcess, Budget, RunUsage
 from toolweave.approval import ReviewHandler, use_review_handler
 from toolweave.exceptions import ControlFlowSignal, UsageLimitExceeded, UserError
-from toolweave.models._base import Message, Model, ModelSettings, SystemMessage, UserMessage
+from toolweave.models._base import (
+    AssistantMessage,
+    Message,
+    Model,
+    ModelSettings,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
 from toolweave.tools._definition import ToolDefinition
 from toolweave.tools._tool import Tool
@@ -171,12 +179,14 @@ class Agent:
             definitions.append(self.plan_tool.definition)
         return definitions
 
-    def with_context(self, context: Mapping[str, Any]) -> Agent:
-        """A copy of this agent whose context is this one's merged with `context` (later calls accumulate,
-        conflicting keys take the newest value, CX-9). To replace the context instead, build a new `Agent`."""
+    def with_context(self, context: Mapping[str, Any] | None, *, replace: bool = False) -> Agent:
+        """A copy of this agent with more call context: merged over this one's (calls accumulate, conflicting
+        keys take the newest value, CX-9), or with `replace=True` instead of it (CX-10). The original agent is
+        unchanged; the copy shares its model, tools and settings but has its own `events`."""
         clone = object.__new__(Agent)
         clone.__dict__.update(self.__dict__)
-        clone.context = self.context.merge(ToolCallContext.of(context))
+        added = ToolCallContext.of(context)
+        clone.context = added if replace else self.context.merge(added)
         clone.events = EventHub()
         return clone
 
@@ -267,21 +277,27 @@ class Agent:
         finally:
             if parent is not None:
                 board.publish()
-                parent.add_usage(process.usage)
+                parent.absorb(process)
         process.finish('completed')
         return AgentRunResult(outcome.output, tuple(messages), process.usage, tuple(process.plan_runs), process,
                               outcome.finish_reason)
 
     def _start_messages(self, prompt: str, history: Sequence[Message] | None,
                         process: AgentProcess) -> list[Message]:
-        messages: list[Message] = list(history or ())
+        earlier: list[Message] = list(history or ())
+        for index, message in enumerate(earlier):
+            if not isinstance(message, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
+                raise UserError(f'message_history[{index}] must be a message (SystemMessage, UserMessage, '
+                                f'AssistantMessage or ToolMessage), got {type(message).__name__}: {message!r}. '
+                                'Pass `result.messages` of an earlier run.')
+        added: list[Message] = []
         instructions = self.instructions
-        if instructions and not (messages and isinstance(messages[0], SystemMessage)):
-            messages.insert(0, SystemMessage(instructions))
-        messages.append(UserMessage(prompt))
-        for message in messages[len(history or ()):]:
+        if instructions and not (earlier and isinstance(earlier[0], SystemMessage)):
+            added.append(SystemMessage(instructions))
+        user = UserMessage(prompt)
+        for message in (*added, user):
             process.emit(MessageEvent(process_id=process.id, time=process.elapsed(), message=message))
-        return messages
+        return [*added, *earlier, user]
 
     def _loop_tools(self) -> LoopTools:
         plan_tool = self.plan_tool

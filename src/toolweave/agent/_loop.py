@@ -68,6 +68,7 @@ async def run_loop(
 ) -> LoopOutcome:
     """Run the loop, appending to `messages` in place. Raises `UsageLimitExceeded` on a budget or on
     `max_iterations`; lets `ToolConfigurationError` and control-flow signals from tools propagate."""
+    limits = limits or CallLimits()
     iteration = 0
     while True:
         if iteration >= max_iterations:
@@ -90,9 +91,9 @@ async def run_loop(
             return LoopOutcome(response.text or '', 'final_answer')
         resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
         process.check_tool_calls(sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool)))
-        results = await _run_calls(process, tools, resolved, limits or CallLimits())
+        results = await _run_calls(process, tools, resolved, limits)
         for call, result in zip(response.tool_calls, results, strict=True):
-            text = cut(result.text, (limits or CallLimits()).max_output_chars)
+            text = cut(result.text, limits.max_output_chars)
             _append(process, messages, ToolMessage(call.id, call.name, text, is_error=not result.ok))
         for (_, tool), result in zip(resolved, results, strict=True):
             if tool is not None and tool.definition.metadata.return_direct:

@@ -130,6 +130,11 @@ class AgentProcess:
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    @property
+    def depth(self) -> int:
+        """0 for a top-level run, 1 for a sub-agent run inside it, and so on."""
+        return 0 if self.parent is None else self.parent.depth + 1
+
     # --- time and status -----------------------------------------------------------------------------------
 
     def elapsed(self) -> float:
@@ -170,9 +175,12 @@ class AgentProcess:
         with self._lock:
             self.usage = replace(self.usage, tool_calls=self.usage.tool_calls + count)
 
-    def add_usage(self, usage: RunUsage) -> None:
+    def absorb(self, child: AgentProcess) -> None:
+        """Add a finished sub-agent's usage (totals and per model) to this process."""
         with self._lock:
-            self.usage = self.usage + usage
+            self.usage = self.usage + child.usage
+            for name, usage in child.models.items():
+                self.models[name] = self.models.get(name, Usage()) + usage
 
     def check_before_model_call(self) -> None:
         limit = self.budget.max_llm_calls

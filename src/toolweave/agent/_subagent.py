@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ('SubAgentTool',)
 
+MAX_DEPTH = 8
+"""How deeply sub-agents may nest; a deeper call fails (this stops an agent that calls itself for ever)."""
+
 _PROMPT_SCHEMA: dict[str, Any] = {
     'type': 'object',
     'properties': {'prompt': {'type': 'string', 'description': 'The task for the agent, in plain language.'}},
@@ -41,6 +44,7 @@ class SubAgentTool(Tool):
     - Context: the call's context reaches the sub-agent run as its run context (a new loop id replaces the
       caller's); the sub-agent's own `context` sits below it.
     - Usage: the sub-agent's LLM calls, tokens and tool calls are added to the caller's usage when it ends.
+    - Nesting: at most `MAX_DEPTH` (8) levels; a deeper call fails without running.
     - Failures (a sub-agent budget, a model error) become a failure result the calling model can read;
       `ExitEarly` and `ToolConfigurationError` propagate.
     """
@@ -88,8 +92,13 @@ class SubAgentTool(Tool):
                 return ToolResult.failure(f'Invalid arguments for tool {self.name!r}: {problems}')
             inputs.append((value, 'input'))
             text = self.prompt(value) if self.prompt is not None else value.model_dump_json()
+        parent = current_process()
+        if parent is not None and parent.depth + 1 > MAX_DEPTH:
+            return ToolResult.failure(f'Sub-agent {self.name!r} not started: sub-agents are nested more than '
+                                      f'{MAX_DEPTH} levels deep (an agent probably calls itself). Answer with what '
+                                      'you have.')
         run_context = {key: value for key, value in context.items() if key != LOOP_ID_KEY}
-        result = await self.agent._run(text, context=run_context, parent=current_process(), inputs=inputs)
+        result = await self.agent._run(text, context=run_context, parent=parent, inputs=inputs)
         return ToolResult.success(result.output)
 
 

@@ -15,6 +15,7 @@ from toolweave.agent import (
     Agent,
     AgentEvent,
     AgentRunResult,
+    MessageEvent,
     PlanStepFinished,
     ProgressEvent,
     ToolCallFinished,
@@ -139,6 +140,8 @@ def _show_event(console: Console, event: AgentEvent) -> None:
         console.print(Text(f'     step {step.id} ({step.tool}) {step.status}: {_cut(detail or "")}', style='dim'))
     elif isinstance(event, ProgressEvent):
         console.print(Text(f'  .. {event.status}', style='dim'))
+    elif isinstance(event, MessageEvent) and event.persistent:
+        console.print(Text.assemble(('assistant (from a tool)> ', 'cyan'), event.message.content or ''))
 
 
 def _cut(text: str) -> str:

@@ -93,7 +93,20 @@ async def run_demo(scenarios: list[Scenario], *, speed: float, console: Console,
     if len(pairs) > 1:
         console.print()
         console.print(_totals_table(pairs))
+    console.print(Text(
+        f'Planning costs about {_planning_overhead():,} input tokens per request (the "# Tool Planning" prompt '
+        'section and the execute_tool_plan definition); a plan wins on tokens when it saves requests or keeps '
+        'large intermediate results out of the conversation.', style='dim'))
     return pairs
+
+
+def _planning_overhead() -> int:
+    from toolweave.plan import PlanTool, planning_instructions
+    from toolweave.testing._models import estimate_tokens, serialize_tools
+    from toolweave.tools._toolset import Toolset
+
+    return estimate_tokens('\n\n' + planning_instructions()) + estimate_tokens(
+        serialize_tools([PlanTool(Toolset()).definition]))
 
 
 def _ratio(before: float, after: float, *, fewer: str) -> str:

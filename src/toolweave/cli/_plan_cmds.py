@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import sys
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -36,8 +37,9 @@ __all__ = ('load_plan_file', 'load_toolset', 'run_command', 'validate_command')
 
 PlanArgument = Annotated[
     Path,
-    typer.Argument(metavar='PLAN.json', help='A plan file: id-based (`steps[].id/tool/arguments`) or index-based '
-                                            '(`goal`, `steps[].tool/args/description`).',
+    typer.Argument(metavar='PLAN.json', help='A plan file (`-` for standard input): id-based '
+                                            '(`steps[].id/tool/arguments`) or index-based (`goal`, '
+                                            '`steps[].tool/args/description`).',
                    show_default=False),
 ]
 ToolsOption = Annotated[
@@ -50,8 +52,10 @@ JsonOption = Annotated[bool, typer.Option('--json', help='Print machine-readable
 
 
 def load_plan_file(path: Path) -> Any:
-    """The JSON data in `path`, or a usage error (exit 2) that says what is wrong with the file."""
+    """The JSON data in `path` (`-` reads standard input), or a usage error (exit 2) that says what is wrong."""
     hint = 'PLAN.json'
+    if str(path) == '-':
+        return _parse_json(sys.stdin.read(), 'standard input')
     if not path.exists():
         raise typer.BadParameter(f'Plan file not found: {str(path)!r}. Check the path (relative to {Path.cwd()}).',
                                  param_hint=hint)
@@ -66,20 +70,30 @@ def load_plan_file(path: Path) -> Any:
     except OSError as exc:
         raise typer.BadParameter(f'Cannot read plan file {str(path)!r}: {exc.strerror or exc}.',
                                  param_hint=hint) from None
+    return _parse_json(text, f'Plan file {str(path)!r}')
+
+
+def _parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(
-            f'Plan file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}. '
+            f'{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}. '
             'A plan is a JSON object such as {"steps": [{"id": "a", "tool": "...", "arguments": {}}]}.',
-            param_hint=hint) from None
+            param_hint='PLAN.json') from None
 
 
 def load_toolset(spec: str) -> Toolset:
     """Import `module:attribute` and resolve it into a Toolset, or a usage error (exit 2) naming the problem."""
     from toolweave.tools._toolset import Toolset
 
-    obj = load_object(spec)
+    try:
+        obj = load_object(spec)
+    except typer.BadParameter:
+        raise
+    except Exception as exc:  # the module itself is broken (a syntax error, an exception at import time)
+        raise typer.BadParameter(f'importing {spec!r} failed: {type(exc).__name__}: {exc}. Fix the module, then '
+                                 'run again.', param_hint='--tools') from None
     try:
         if isinstance(obj, Toolset):
             return obj
@@ -162,7 +176,7 @@ class _StandIn(Tool):
         return ToolResult.success('{}', {})
 
 
-class Review(str, enum.Enum):
+class Review(enum.StrEnum):
     """How `toolweave run` answers approval requests."""
 
     ask = 'ask'

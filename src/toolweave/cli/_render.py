@@ -24,6 +24,7 @@ __all__ = (
     'STATUS_STYLES',
     'LiveSteps',
     'Timeline',
+    'critical_chain',
     'format_duration',
     'format_event',
     'render_report',
@@ -199,8 +200,11 @@ class Timeline:
         start_label, end_label = '0', format_duration(total)
         axis = start_label + end_label.rjust(bar_width - len(start_label))
         yield Text(f'{"step":<{id_width}} {"wave":>4} {axis}  {"duration":>8} status', style='bold')
+        chain = critical_chain(self.run)
+        on_chain = set(chain)
         for record in steps:
-            row = Text(f'{_fit(record.id, id_width):<{id_width}} {record.wave:>4} ')
+            row = Text(f'{_fit(record.id, id_width):<{id_width}}', style='bold' if record.id in on_chain else '')
+            row.append(f' {record.wave:>4} ')
             row.append(left, style='dim')
             row.append_text(_bar(record, total, bar_width, ascii_only))
             row.append(right, style='dim')
@@ -208,6 +212,23 @@ class Timeline:
             row.append(f'{format_duration(shown):>8} ')
             row.append(STATUS_LABELS.get(record.status, record.status), style=STATUS_STYLES.get(record.status, ''))
             yield row
+        if len(chain) > 1:
+            arrow = ' -> ' if ascii_only else ' → '
+            busy = sum(self.run.step(i).duration or 0.0 for i in chain)
+            yield Text(f'critical chain: {arrow.join(chain)} ({format_duration(busy)} of work, '
+                       f'{format_duration(total)} wall)', style='dim')
+
+
+def critical_chain(run: PlanRun) -> list[str]:
+    """The steps that held the run up, first to last: from the step that ended last, back through the
+    dependency of each that ended last. Shortening any other step would not have finished the plan sooner."""
+    ended = {r.id: r for r in run.steps if r.started_at is not None and r.ended_at is not None}
+    step = max(ended.values(), key=lambda r: r.ended_at or 0.0, default=None)
+    chain: list[str] = []
+    while step is not None:
+        chain.append(step.id)
+        step = max((ended[d] for d in step.depends_on if d in ended), key=lambda r: r.ended_at or 0.0, default=None)
+    return chain[::-1]
 
 
 def _fit(text: str, width: int) -> str:

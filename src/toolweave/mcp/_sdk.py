@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 from types import ModuleType
 
 __all__ = ('require_mcp',)
@@ -19,7 +20,10 @@ def require_mcp() -> ModuleType:
             f'Please install `mcp` to use MCP tools and servers: `{_INSTALL}` (or `pip install "mcp>=2.3"`).'
         ) from exc
     if not hasattr(module, 'Client'):
-        version = getattr(module, '__version__', 'an older version')
+        try:
+            version = f'version {metadata.version("mcp")}'
+        except metadata.PackageNotFoundError:
+            version = 'an older version'
         raise ImportError(
             f'toolweave needs the `mcp` SDK 2.x, found {version}. Upgrade it: `pip install -U "mcp>=2.3"`.'
         )

@@ -28,7 +28,8 @@ import anyio.lowlevel
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
 from toolweave.plan._model import EventHandler, MissingField, PlanEvent
 from toolweave.plan._record import PlanRun, StepRecord, jsonable, parse_output
-from toolweave.plan._refs import ResolveError, resolve
+from toolweave.plan._refs import ResolveError
+from toolweave.plan._scan import Resolver
 from toolweave.plan._validate import Prepared
 from toolweave.tools._context import ToolCallContext
 
@@ -47,9 +48,9 @@ _INFINITE = 1 << 62
 
 class _Run:
     __slots__ = (
-        'args', 'compiled', 'context', 'dependents', 'deps', 'fatal', 'fifo', 'heap', 'limit', 'missing', 'on_event',
-        'priority', 'ready', 'records', 'remaining', 'spare', 'step_timeout', 't0', 'tools', 'upstream_failed',
-        'workers',
+        'args', 'context', 'dependents', 'deps', 'fatal', 'fifo', 'heap', 'limit', 'missing', 'on_event', 'priority',
+        'ready', 'records', 'remaining', 'resolver', 'rewrite', 'spare', 'step_timeout', 't0', 'tools',
+        'upstream_failed', 'workers',
     )
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None, step_timeout: float | None,
@@ -65,7 +66,8 @@ class _Run:
         ]
         self.args = [step.arguments for step in plan.steps]
         self.tools = prepared.tools
-        self.compiled = prepared.compiled
+        self.rewrite = prepared.rewrite
+        self.resolver = Resolver(prepared.table, self.records, missing, plan.dialect)
         self.deps = deps
         self.dependents = prepared.dependents
         self.remaining = [len(d) for d in deps]
@@ -144,15 +146,14 @@ class _Run:
         record.started_at = perf_counter() - self.t0
         if self.on_event is not None:
             self._emit('step_started', record)
-        compiled = self.compiled[index]
         arguments = self.args[index]
-        if compiled is not None:
+        if self.rewrite[index]:
             try:
-                arguments = resolve(compiled, self.records, self.missing, record.id)
+                arguments = self.resolver.resolve(arguments, record.id)
             except ResolveError as exc:
                 self._fail(index, str(exc))
                 return
-        elif isinstance(arguments, str):
+        elif type(arguments) is str:  # JSON text that did not parse (PV-14)
             self._fail(index, _deserialize_error(record.tool, arguments))
             return
         record.arguments = arguments
@@ -171,18 +172,17 @@ class _Run:
             if self.fatal is None:
                 self.fatal = exc
             raise _Stop from None
-        self._finish(index, result)
-
-    def _finish(self, index: int, result: ToolResult) -> None:
         if result.error is not None:
             self._fail(index, f'Tool execution failed: {result.error}' if result.raised else result.error)
             return
-        record = self.records[index]
+        self._succeed(index, record, result)
+
+    def _succeed(self, index: int, record: StepRecord, result: ToolResult) -> None:
         record.ended_at = perf_counter() - self.t0
         record.status = 'succeeded'
         output = record.output = result.output
         value = result.value
-        if result.has_value and not isinstance(value, str):
+        if result.has_value and type(value) is not str:
             record.value = value
             record.ref_value = jsonable(value)
         else:
@@ -192,14 +192,17 @@ class _Run:
             record.from_output = True
         if self.on_event is not None:
             self._emit('step_finished', record)
-        for child in self.dependents[index]:
-            left = self.remaining[child] - 1
-            self.remaining[child] = left
-            if not left:
-                if child in self.upstream_failed:
-                    self._skip(child)
-                else:
-                    self._push(child)
+        dependents = self.dependents[index]
+        if dependents:
+            remaining = self.remaining
+            for child in dependents:
+                left = remaining[child] - 1
+                remaining[child] = left
+                if not left:
+                    if child in self.upstream_failed:
+                        self._skip(child)
+                    else:
+                        self._push(child)
 
     def _fail(self, index: int, message: str) -> None:
         record = self.records[index]
@@ -300,11 +303,9 @@ async def execute(
                     if run.ready:
                         run.spawn(tg)
             except BaseExceptionGroup as group:
-                if run.fatal is None or not group.subgroup(_Stop):
-                    raise
                 _, rest = group.split(_Stop)
-                if rest is not None:
-                    raise rest from None
+                if rest is not None:  # not a step's signal: a bug or an interrupt; unwrap a lone exception
+                    raise (rest.exceptions[0] if len(rest.exceptions) == 1 else rest) from None
         timed_out = scope.cancelled_caught
     finally:
         if run.fatal is not None:

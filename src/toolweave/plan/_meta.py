@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError
 from toolweave.plan._model import Dialect, EventHandler, MissingField
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
@@ -121,7 +122,7 @@ class PlanTool(Tool):
         missing_field: MissingField = 'null',
         max_steps: int = _MODEL_MAX_STEPS,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
-        review_handler: Any = None,
+        review_handler: ReviewHandler | None = None,
         on_event: EventHandler | None = None,
     ) -> None:
         self.tools = as_toolset(tools)

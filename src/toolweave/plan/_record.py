@@ -32,6 +32,8 @@ def _reject_constant(name: str) -> Any:
 def parse_output(text: str) -> tuple[Any, bool]:
     """A step's value read from its output text: `(parsed JSON, False)` when the trimmed text is strict JSON
     (no NaN or Infinity), else `(text, True)` with the text untouched."""
+    if not text or (text[0] not in _JSON_START and not text[0].isspace()):
+        return text, True  # the common case for plain text, without copying it
     stripped = text.strip()
     if not stripped or stripped[0] not in _JSON_START:
         return text, True

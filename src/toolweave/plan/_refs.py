@@ -16,32 +16,33 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from collections.abc import Sequence
+from typing import Any, NamedTuple, TypeAlias
 
 __all__ = (
+    'EMBEDDED',
     'ID_PATTERN',
-    'Compiled',
-    'Compiler',
+    'PREFIX',
+    'SIMPLE',
+    'SYNTAX_HINT',
     'Ref',
     'RefSyntaxError',
     'ResolveError',
-    'compile_arguments',
     'format_path',
     'lookup',
-    'resolve',
+    'parse_index_ref',
+    'parse_ref',
     'splice_text',
 )
 
 ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
 """Step ids (D3): the same rule as tool names."""
 
-_PREFIX = '$ref:'
-_EMBEDDED = re.compile(r'\\\{\{|\{\{\s*\$ref:(.*?)\s*\}\}')
+PREFIX = '$ref:'
+EMBEDDED = re.compile(r'\\\{\{|\{\{\s*\$ref:(.*?)\s*\}\}')
 _INDEX_REF = re.compile(r'steps\[(\d+)\]\.result(.*)', re.DOTALL)
 _INT = re.compile(r'-?\d+')
-_SYNTAX_HINT = 'Write "$ref:STEP", "$ref:STEP.field", "$ref:STEP.items[0].name" or "$ref:STEP[\\"key with.dots\\"]".'
+SYNTAX_HINT = 'Write "$ref:STEP", "$ref:STEP.field", "$ref:STEP.items[0].name" or "$ref:STEP[\\"key with.dots\\"]".'
 
 Segment: TypeAlias = str | int
 """A `str` key (`.name`, `["name"]`, or `.N`, which also indexes arrays) or an `int` index (`[N]`)."""
@@ -55,16 +56,16 @@ class ResolveError(Exception):
     """A reference could not be resolved at run time; the message is the step's error."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """One reference: a step (by id, bound to its index in the plan) and a path inside its value."""
+class Ref(NamedTuple):
+    """One reference: a step (by id, bound to its index in the plan) and a path inside its value. A tuple, so
+    the garbage collector stops tracking it (plans hold many)."""
 
     step: str
     path: tuple[Segment, ...]
     source: str
     """The reference as written, for messages."""
-    index: int = -1
-    """Position of `step` in the plan, set when the plan is compiled."""
+    position: int = -1
+    """Position of `step` in the plan, set when the plan is validated."""
 
 
 def format_path(path: Sequence[Segment]) -> str:
@@ -126,12 +127,12 @@ def _parse_bracket(text: str, pos: int) -> tuple[int, Segment]:
     return close, int(inner)
 
 
-_SIMPLE = re.compile(r'([A-Za-z0-9_-]{1,64})((?:\.[A-Za-z0-9_]+)*)')
+SIMPLE = re.compile(r'([A-Za-z0-9_-]{1,64})((?:\.[A-Za-z0-9_]+)*)')
 
 
 def parse_ref(body: str) -> Ref:
     """Parse `STEP`, `STEP.PATH` or `STEP[N]...` (the text after `$ref:`)."""
-    simple = _SIMPLE.fullmatch(body)
+    simple = SIMPLE.fullmatch(body)
     if simple is not None:
         dotted = simple.group(2)
         return Ref(simple.group(1), tuple(dotted[1:].split('.')) if dotted else (), body)
@@ -154,204 +155,6 @@ def parse_index_ref(text: str) -> tuple[int, tuple[Segment, ...]]:
     if not rest:
         raise RefSyntaxError('it needs a field path after ".result" (for example "steps[0].result.items[0].name")')
     return int(match.group(1)), _parse_path(rest, 0)
-
-
-# --- compiled argument templates ------------------------------------------------------------------------------
-
-_Kind: TypeAlias = Literal['ref', 'text', 'dict', 'list', 'const']
-
-
-class Compiled:
-    """Arguments with references, compiled once: `resolve` rebuilds only the parts that hold references."""
-
-    __slots__ = ('items', 'kind', 'ref', 'value')
-
-    def __init__(self, kind: _Kind, *, ref: Ref | None = None, items: Any = None, value: Any = None) -> None:
-        self.kind = kind
-        self.ref = ref
-        self.items = items
-        self.value = value
-
-
-class Compiler:
-    """Compiles the arguments of each step of one plan in turn (`compile(arguments, step_index)`), caching
-    every whole-string reference it has seen: plans repeat the same references a lot."""
-
-    __slots__ = ('cache', 'dialect', 'ids', 'problems', 'refs', 'step_index', 'trail')
-
-    def __init__(self, ids: Mapping[str, int], dialect: str) -> None:
-        self.ids = ids
-        self.dialect = dialect
-        self.step_index = 0
-        self.refs: list[Ref] = []
-        self.problems: list[str] = []
-        self.trail: list[Segment] = []
-        self.cache: dict[str, tuple[Compiled, Ref]] = {}
-
-    def compile(self, arguments: Any, step_index: int) -> tuple[Compiled | None, list[Ref], list[str]]:
-        """The template (`None` when there is nothing to replace), every reference in order of appearance, and
-        the problems found (each starting with the field, e.g. `arguments.data[0]: ...`)."""
-        self.step_index = step_index
-        self.refs = []
-        self.problems = []
-        compiled = self.node(arguments)
-        return compiled, self.refs, self.problems
-
-    def where(self) -> str:
-        return 'arguments' + ('' if not self.trail else ('.' if isinstance(self.trail[0], str) else '')
-                              + format_path(self.trail))
-
-    def bind(self, ref: Ref, written: str) -> Ref | None:
-        index = self.ids.get(ref.step)
-        if index is None:
-            known = ', '.join(self.ids) if len(self.ids) <= 50 else ', '.join(list(self.ids)[:50]) + ', ...'
-            self.problems.append(
-                f'{self.where()}: reference {written!r} names step {ref.step!r}, which is not in the plan. '
-                f'Refer to one of the step ids: {known}.'
-            )
-            return None
-        bound = Ref(ref.step, ref.path, written, index)
-        self.refs.append(bound)
-        return bound
-
-    def bad(self, written: str, reason: str, hint: str = _SYNTAX_HINT) -> None:
-        self.problems.append(f'{self.where()}: malformed reference {written!r}: {reason}. {hint}')
-
-    def node(self, value: Any) -> Compiled | None:
-        if isinstance(value, str):
-            return self.string(value) if self.dialect == 'id' else None
-        if isinstance(value, dict):
-            if len(value) == 1 and '$ref' in value:
-                return self.object_ref(value['$ref'])
-            return self.mapping(value)
-        if isinstance(value, list):
-            return self.sequence(value)
-        return None
-
-    def string(self, value: str) -> Compiled | None:
-        if value.startswith(_PREFIX):
-            hit = self.cache.get(value)
-            if hit is not None:
-                self.refs.append(hit[1])
-                return hit[0]
-            try:
-                ref = parse_ref(value[len(_PREFIX) :])
-            except RefSyntaxError as exc:
-                self.bad(value, str(exc))
-                return None
-            bound = self.bind(ref, value)
-            if bound is None:
-                return None
-            node = Compiled('ref', ref=bound)
-            self.cache[value] = (node, bound)
-            return node
-        if '{{' in value and _PREFIX in value:
-            return self.template(value)
-        return None
-
-    def template(self, value: str) -> Compiled | None:
-        parts: list[str | Ref] = []
-        last = 0
-        has_ref = False
-        for match in _EMBEDDED.finditer(value):
-            parts.append(value[last : match.start()])
-            last = match.end()
-            body = match.group(1)
-            if body is None:
-                parts.append('{{')
-                continue
-            written = match.group(0)
-            try:
-                bound = self.bind(parse_ref(body), written)
-            except RefSyntaxError as exc:
-                self.bad(written, str(exc))
-                continue
-            if bound is not None:
-                parts.append(bound)
-                has_ref = True
-        parts.append(value[last:])
-        if '{{$ref:' in value[last:] or '{{ $ref:' in value[last:]:
-            self.bad(value[last:], "an embedded reference is not closed with '}}'", 'Write "{{$ref:STEP.field}}".')
-        if not has_ref:
-            text = ''.join(p for p in parts if isinstance(p, str))
-            return None if text == value else Compiled('const', value=text)
-        merged: list[str | Ref] = []
-        for part in parts:
-            if isinstance(part, str) and merged and isinstance(merged[-1], str):
-                merged[-1] += part
-            elif part != '':
-                merged.append(part)
-        return Compiled('text', items=tuple(merged))
-
-    def object_ref(self, target: Any) -> Compiled | None:
-        if not isinstance(target, str):
-            self.bad(json.dumps({'$ref': target}, default=str), f'the value of "$ref" must be a string, got '
-                     f'{type(target).__name__}')
-            return None
-        if self.dialect == 'index':
-            return self.index_ref(target)
-        body = target[len(_PREFIX) :] if target.startswith(_PREFIX) else target
-        try:
-            ref = parse_ref(body)
-        except RefSyntaxError as exc:
-            self.bad(target, str(exc), 'Write {"$ref": "STEP"} or {"$ref": "STEP.field"}.')
-            return None
-        bound = self.bind(ref, target)
-        return None if bound is None else Compiled('ref', ref=bound)
-
-    def index_ref(self, target: str) -> Compiled | None:
-        try:
-            position, path = parse_index_ref(target)
-        except RefSyntaxError as exc:
-            self.bad(target, str(exc), '')
-            return None
-        if position >= self.step_index:
-            what = 'itself' if position == self.step_index else f'steps[{position}], a later step'
-            self.problems.append(
-                f'{self.where()}: forward reference {target!r}: a step can only reference earlier steps, and this '
-                f'one refers to {what}. Move the referenced step before this one.'
-            )
-            return None
-        ref = Ref(f'step_{position}', path, target, position)
-        self.refs.append(ref)
-        return Compiled('text', items=(ref,))
-
-    def mapping(self, value: dict[Any, Any]) -> Compiled | None:
-        changed: list[tuple[Any, Compiled]] | None = None
-        trail = self.trail
-        for key, item in value.items():
-            if type(item) is str and not item.startswith(_PREFIX) and '{{' not in item:
-                continue  # the common case: a plain string argument
-            trail.append(key)
-            sub = self.node(item)
-            trail.pop()
-            if sub is not None:
-                if changed is None:
-                    changed = [(key, sub)]
-                else:
-                    changed.append((key, sub))
-        return None if changed is None else Compiled('dict', items=changed, value=value)
-
-    def sequence(self, value: list[Any]) -> Compiled | None:
-        changed: list[tuple[int, Compiled]] | None = None
-        trail = self.trail
-        for index, item in enumerate(value):
-            trail.append(index)
-            sub = self.node(item)
-            trail.pop()
-            if sub is not None:
-                if changed is None:
-                    changed = [(index, sub)]
-                else:
-                    changed.append((index, sub))
-        return None if changed is None else Compiled('list', items=changed, value=value)
-
-
-def compile_arguments(
-    arguments: Any, ids: Mapping[str, int], *, dialect: str = 'id', step_index: int = 0
-) -> tuple[Compiled | None, list[Ref], list[str]]:
-    """Compile one step's `arguments` (see `Compiler.compile`)."""
-    return Compiler(ids, dialect).compile(arguments, step_index)
 
 
 # --- resolution ----------------------------------------------------------------------------------------------
@@ -405,31 +208,3 @@ def splice_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(',', ':'), ensure_ascii=False, default=str)
-
-
-def resolve(compiled: Compiled, records: Sequence[Any], missing: str, step: str) -> Any:
-    """Build the resolved arguments. `records[i].ref_value` / `.is_text`: step i's value and whether it is raw
-    text."""
-    kind = compiled.kind
-    if kind == 'ref':
-        ref = compiled.ref
-        assert ref is not None
-        source = records[ref.index]
-        if not ref.path:
-            return source.ref_value
-        return lookup(source.ref_value, source.is_text, ref, missing, step)
-    if kind == 'dict' or kind == 'list':
-        out = compiled.value.copy()
-        for key, item in compiled.items:
-            out[key] = resolve(item, records, missing, step)
-        return out
-    if kind == 'text':
-        pieces: list[str] = []
-        for part in compiled.items:
-            if isinstance(part, Ref):
-                source = records[part.index]
-                pieces.append(splice_text(lookup(source.ref_value, source.is_text, part, missing, step)))
-            else:
-                pieces.append(part)
-        return ''.join(pieces)
-    return compiled.value

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._model import Plan
 from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, parse_lenient, step_label
-from toolweave.plan._refs import ID_PATTERN, Compiled, Compiler
+from toolweave.plan._refs import ID_PATTERN
+from toolweave.plan._scan import RefTable, Scanner
 
 if TYPE_CHECKING:
     from toolweave.tools import Tool
@@ -33,7 +34,9 @@ class Prepared:
 
     plan: Plan
     tools: list[Tool]
-    compiled: list[Compiled | None]
+    rewrite: list[bool]
+    """Per step: whether its arguments hold references to replace at run time."""
+    table: RefTable
     deps: list[tuple[int, ...]]
     """Per step: the steps it refers to, each once, in order of first appearance (FF-5 names the first)."""
     dependents: list[tuple[int, ...]]
@@ -80,33 +83,33 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
         return None, problems
     ids = _check_ids(plan, parsed.reported, problems)
     resolved = _check_tools(plan, tools, parsed.reported, problems, PLAN_TOOL_NAMES | extra_refused)
-    compiled: list[Compiled | None] = []
+    rewrite: list[bool] = []
     deps: list[tuple[int, ...]] = []
-    compiler = Compiler(ids, plan.dialect)
+    scanner = Scanner(ids, plan.dialect)
     reported = parsed.reported
     for index, step in enumerate(steps):
         arguments = step.arguments
         if isinstance(arguments, str) or (reported and (index, 'arguments') in reported):
-            compiled.append(None)
+            rewrite.append(False)
             deps.append(_NO_DEPS)
             continue
-        template, refs, found = compiler.compile(arguments, index)
-        if found:
+        found, changes, messages = scanner.scan(arguments, index)
+        if messages:
             label = _label(plan, index)
-            for message in found:
+            for message in messages:
                 problems.add(index, f'{label}: {message}')
-        compiled.append(template)
-        if not refs:
+        rewrite.append(changes)
+        if not found:
             deps.append(_NO_DEPS)
-        elif len(refs) == 1:
-            deps.append((refs[0].index,))
+        elif len(found) == 1:
+            deps.append((found[0],))
         else:
-            deps.append(tuple(dict.fromkeys([ref.index for ref in refs])))
+            deps.append(tuple(dict.fromkeys(found)))
     waves, dependents = _graph(plan, deps, problems)
     if problems:
         return None, problems
     tool_list = [t for t in resolved if t is not None]
-    return Prepared(plan, tool_list, compiled, deps, dependents, waves), problems
+    return Prepared(plan, tool_list, rewrite, scanner.table, deps, dependents, waves), problems
 
 
 def _label(plan: Plan, index: int) -> str:

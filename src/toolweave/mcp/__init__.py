@@ -1,0 +1,33 @@
+"""MCP integration: use an MCP server's tools as a `Toolset`, and serve a `Toolset` as an MCP server.
+
+Client: `McpToolset.stdio(...)`, `McpToolset.http(...)` or `McpToolset(server)` inside `async with`; the
+context of each call travels as `_meta`, chosen by an `McpMetaConverter`. `McpToolFactory` looks tools up and
+selects them across servers. Server: `mcp_server(toolset)`, `serve_stdio`, `streamable_http_app`, `serve_http`.
+
+Needs the optional `mcp` SDK (2.x): `pip install "toolweave[mcp]"`. This module imports without it; the
+SDK is loaded when a toolset or server is built.
+"""
+
+from __future__ import annotations
+
+from toolweave.mcp._client import McpTool, McpToolset
+from toolweave.mcp._content import InvalidNamePolicy
+from toolweave.mcp._factory import McpToolFactory
+from toolweave.mcp._meta import McpMetaConverter, MetaConverterLike, context_from_meta, is_reserved_meta_key
+from toolweave.mcp._server import mcp_server, serve_http, serve_stdio, serve_stdio_sync, streamable_http_app
+
+__all__ = (
+    'InvalidNamePolicy',
+    'McpMetaConverter',
+    'McpTool',
+    'McpToolFactory',
+    'McpToolset',
+    'MetaConverterLike',
+    'context_from_meta',
+    'is_reserved_meta_key',
+    'mcp_server',
+    'serve_http',
+    'serve_stdio',
+    'serve_stdio_sync',
+    'streamable_http_app',
+)

@@ -1,0 +1,360 @@
+"""Finding references in step arguments (at validation) and replacing them (at run time).
+
+Validation walks each step's arguments once: it checks every reference, binds it to the step it names, and
+remembers each distinct reference text in a table (`RefTable`). Nothing per step is built beyond the list of
+dependencies, so a 100k-step plan does not leave a million small objects for the garbage collector. At run time
+the `Resolver` walks the arguments of the steps that hold references again, copying only the objects and arrays
+on the way to a reference, and looks each reference text up in the table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolweave.plan._refs import (
+    EMBEDDED,
+    PREFIX,
+    SIMPLE,
+    SYNTAX_HINT,
+    Ref,
+    RefSyntaxError,
+    Segment,
+    format_path,
+    lookup,
+    parse_index_ref,
+    parse_ref,
+    splice_text,
+)
+
+__all__ = ('RefTable', 'Resolver', 'Scanner')
+
+Template = tuple[str | Ref, ...]
+
+
+@dataclass(slots=True)
+class RefTable:
+    """Every distinct reference text of a plan, parsed and bound."""
+
+    whole: dict[str, Ref] = field(default_factory=dict[str, Ref])
+    """`"$ref:STEP.PATH"` strings."""
+    objects: dict[str, Ref] = field(default_factory=dict[str, Ref])
+    """The values of `{"$ref": ...}` objects."""
+    templates: dict[str, Template] = field(default_factory=dict[str, Template])
+    """Strings with embedded `{{$ref:...}}` (or escaped `\\{{`): literal parts and references."""
+
+
+class Scanner:
+    """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
+
+    __slots__ = ('deps', 'ids', 'index_dialect', 'problems', 'step_index', 'table', 'trail')
+
+    def __init__(self, ids: Mapping[str, int], dialect: str) -> None:
+        self.ids = ids
+        self.index_dialect = dialect == 'index'
+        self.table = RefTable()
+        self.step_index = 0
+        self.deps: list[int] = []
+        self.problems: list[str] = []
+        self.trail: list[Segment] = []
+
+    def scan(self, arguments: Any, step_index: int) -> tuple[list[int], bool, list[str]]:
+        """The steps referred to (in order of first appearance, with repeats), whether the arguments must be
+        rewritten at run time, and the problems (each starting with the field, e.g. `arguments.data[0]: ...`)."""
+        self.step_index = step_index
+        self.deps = []
+        self.problems = []
+        if type(arguments) is dict and '$ref' not in arguments:
+            rewrite = self.mapping(arguments)
+        else:
+            rewrite = self.node(arguments)
+        return self.deps, rewrite, self.problems
+
+    # --- messages ---------------------------------------------------------------------------------------------
+
+    def where(self) -> str:
+        if not self.trail:
+            return 'arguments'
+        return 'arguments' + ('.' if isinstance(self.trail[0], str) else '') + format_path(self.trail)
+
+    def bad(self, written: str, reason: str, hint: str = SYNTAX_HINT) -> None:
+        self.problems.append(f'{self.where()}: malformed reference {written!r}: {reason}. {hint}')
+
+    def bind(self, ref: Ref, written: str) -> Ref | None:
+        index = self.ids.get(ref.step)
+        if index is None:
+            known = ', '.join(list(self.ids)[:50]) + (', ...' if len(self.ids) > 50 else '')
+            self.problems.append(
+                f'{self.where()}: reference {written!r} names step {ref.step!r}, which is not in the plan. '
+                f'Refer to one of the step ids: {known}.'
+            )
+            return None
+        self.deps.append(index)
+        return Ref(ref.step, ref.path, written, index)
+
+    # --- the walk ---------------------------------------------------------------------------------------------
+
+    def node(self, value: Any) -> bool:
+        kind = type(value)
+        if kind is str:
+            return False if self.index_dialect else self.string(value)
+        if kind is dict:
+            if len(value) == 1 and '$ref' in value:
+                return self.object_ref(value['$ref'])
+            return self.mapping(value)
+        if kind is list:
+            return self.sequence(value)
+        return False
+
+    def mapping(self, value: dict[Any, Any]) -> bool:
+        rewrite = False
+        trail = self.trail
+        whole = self.table.whole
+        strings = not self.index_dialect
+        for key, item in value.items():
+            kind = type(item)
+            if kind is str:
+                if not strings:
+                    continue
+                ref = whole.get(item)
+                if ref is not None:
+                    self.deps.append(ref.position)
+                    rewrite = True
+                    continue
+                if not item.startswith(PREFIX) and '{{' not in item:
+                    continue
+            elif kind is not dict and kind is not list:
+                continue
+            trail.append(key)
+            if kind is list:
+                rewrite = self.sequence(item) or rewrite
+            else:
+                rewrite = self.node(item) or rewrite
+            trail.pop()
+        return rewrite
+
+    def sequence(self, value: list[Any]) -> bool:
+        rewrite = False
+        trail = self.trail
+        whole = self.table.whole
+        strings = not self.index_dialect
+        for index, item in enumerate(value):
+            kind = type(item)
+            if kind is str:
+                if not strings:
+                    continue
+                ref = whole.get(item)
+                if ref is not None:
+                    self.deps.append(ref.position)
+                    rewrite = True
+                    continue
+                if not item.startswith(PREFIX) and '{{' not in item:
+                    continue
+            elif kind is not dict and kind is not list:
+                continue
+            trail.append(index)
+            rewrite = (self.string(item) if kind is str else self.node(item)) or rewrite
+            trail.pop()
+        return rewrite
+
+    def string(self, value: str) -> bool:
+        if value.startswith(PREFIX):
+            known = self.table.whole.get(value)
+            if known is not None:
+                self.deps.append(known.position)
+                return True
+            simple = SIMPLE.fullmatch(value, len(PREFIX))
+            if simple is not None and simple.group(1) in self.ids:  # the common case, without the general parser
+                step, dotted = simple.groups()
+                position = self.ids[step]
+                self.deps.append(position)
+                self.table.whole[value] = Ref(step, tuple(dotted[1:].split('.')) if dotted else (), value, position)
+                return True
+            if simple is not None:
+                ref = Ref(simple.group(1), (), value)
+            else:
+                try:
+                    ref = parse_ref(value[len(PREFIX) :])
+                except RefSyntaxError as exc:
+                    self.bad(value, str(exc))
+                    return False
+            bound = self.bind(ref, value)
+            if bound is None:
+                return False
+            self.table.whole[value] = bound
+            return True
+        if '{{' in value and PREFIX in value:
+            return self.template(value)
+        return False
+
+    def template(self, value: str) -> bool:
+        known = self.table.templates.get(value)
+        if known is not None:
+            self.deps.extend(part.position for part in known if isinstance(part, Ref))
+            return True
+        parts: list[str | Ref] = []
+        last = 0
+        for match in EMBEDDED.finditer(value):
+            parts.append(value[last : match.start()])
+            last = match.end()
+            body = match.group(1)
+            if body is None:
+                parts.append('{{')
+                continue
+            written = match.group(0)
+            try:
+                bound = self.bind(parse_ref(body), written)
+            except RefSyntaxError as exc:
+                self.bad(written, str(exc))
+                continue
+            if bound is not None:
+                parts.append(bound)
+        rest = value[last:]
+        parts.append(rest)
+        if '{{$ref:' in rest or '{{ $ref:' in rest:
+            self.bad(rest, "an embedded reference is not closed with '}}'", 'Write "{{$ref:STEP.field}}".')
+        merged: list[str | Ref] = []
+        for part in parts:
+            if isinstance(part, str) and merged and isinstance(merged[-1], str):
+                merged[-1] += part
+            elif part != '':
+                merged.append(part)
+        if len(merged) == 1 and merged[0] == value or not merged:
+            return False
+        self.table.templates[value] = tuple(merged)
+        return True
+
+    def object_ref(self, target: Any) -> bool:
+        if not isinstance(target, str):
+            self.bad(json.dumps({'$ref': target}, default=str),
+                     f'the value of "$ref" must be a string, got {type(target).__name__}')
+            return False
+        known = self.table.objects.get(target)
+        if known is not None:
+            self.deps.append(known.position)
+            return True
+        if self.index_dialect:
+            ref = self.index_ref(target)
+        else:
+            body = target[len(PREFIX) :] if target.startswith(PREFIX) else target
+            try:
+                ref = self.bind(parse_ref(body), target)
+            except RefSyntaxError as exc:
+                self.bad(target, str(exc), 'Write {"$ref": "STEP"} or {"$ref": "STEP.field"}.')
+                return False
+        if ref is None:
+            return False
+        self.table.objects[target] = ref
+        return True
+
+    def index_ref(self, target: str) -> Ref | None:
+        try:
+            position, path = parse_index_ref(target)
+        except RefSyntaxError as exc:
+            self.bad(target, str(exc), '')
+            return None
+        if position >= self.step_index:
+            what = 'itself' if position == self.step_index else f'steps[{position}], a later step'
+            self.problems.append(
+                f'{self.where()}: forward reference {target!r}: a step can only reference earlier steps, and this '
+                f'one refers to {what}. Move the referenced step before this one.'
+            )
+            return None
+        self.deps.append(position)
+        return Ref(f'step_{position}', path, target, position)
+
+
+class Resolver:
+    """Rewrites arguments at run time: each reference replaced by the value it points at."""
+
+    __slots__ = ('index_dialect', 'missing', 'records', 'step', 'table')
+
+    def __init__(self, table: RefTable, records: Sequence[Any], missing: str, dialect: str) -> None:
+        self.table = table
+        self.records = records
+        self.missing = missing
+        self.index_dialect = dialect == 'index'
+        self.step = ''
+
+    def resolve(self, arguments: Any, step: str) -> Any:
+        """`arguments` with every reference replaced (raises `ResolveError` with the step's error)."""
+        self.step = step
+        return self.value(arguments)
+
+    def ref_value(self, ref: Ref) -> Any:
+        source = self.records[ref.position]
+        if not ref.path:
+            return source.ref_value
+        return lookup(source.ref_value, source.is_text, ref, self.missing, self.step)
+
+    def string(self, value: str) -> Any:
+        ref = self.table.whole.get(value)
+        if ref is not None:
+            return self.ref_value(ref)
+        template = self.table.templates.get(value)
+        if template is not None:
+            return ''.join(part if isinstance(part, str) else splice_text(self.ref_value(part)) for part in template)
+        return value
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return value if self.index_dialect else self.string(value)
+        if kind is dict:
+            return self.mapping(value)
+        if kind is list:
+            return self.sequence(value)
+        return value
+
+    def mapping(self, value: dict[Any, Any]) -> Any:
+        if len(value) == 1 and '$ref' in value:
+            ref = self.table.objects.get(value['$ref'])
+            if ref is not None:
+                found = self.ref_value(ref)
+                return splice_text(found) if self.index_dialect else found
+        out: dict[Any, Any] | None = None
+        whole = self.table.whole
+        strings = not self.index_dialect
+        for key, item in value.items():
+            kind = type(item)
+            if kind is str:
+                if not strings:
+                    continue
+                ref = whole.get(item)
+                new = self.ref_value(ref) if ref is not None else self.string(item)
+            elif kind is dict:
+                new = self.mapping(item)
+            elif kind is list:
+                new = self.sequence(item)
+            else:
+                continue
+            if new is not item:
+                if out is None:
+                    out = value.copy()
+                out[key] = new
+        return value if out is None else out
+
+    def sequence(self, value: list[Any]) -> Any:
+        out: list[Any] | None = None
+        whole = self.table.whole
+        strings = not self.index_dialect
+        for index, item in enumerate(value):
+            kind = type(item)
+            if kind is str:
+                if not strings:
+                    continue
+                ref = whole.get(item)
+                new = self.ref_value(ref) if ref is not None else self.string(item)
+            elif kind is dict:
+                new = self.mapping(item)
+            elif kind is list:
+                new = self.sequence(item)
+            else:
+                continue
+            if new is not item:
+                if out is None:
+                    out = value.copy()
+                out[index] = new
+        return value if out is None else out

@@ -1,0 +1,142 @@
+"""MCP servers of our own for the MCP integration tests, run as real stdio subprocesses.
+
+`python tests/mcp_server_fixture.py raw` serves tools written directly on the MCP SDK's low-level server (the
+client tests use it, so they do not depend on toolweave's server side). `python tests/mcp_server_fixture.py
+toolweave` serves `served_toolset()` through `toolweave.mcp.serve_stdio` (the server tests use it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+
+RESERVED_PREFIX = 'io.modelcontextprotocol/'
+LONG_NAME = 'a_tool_name_that_is_far_too_long_for_the_rule_' + 'x' * 30
+
+_OBJECT = {'type': 'object'}
+
+
+def _schema(**properties: Any) -> dict[str, Any]:
+    return {'type': 'object', 'properties': properties, 'required': list(properties)}
+
+
+RAW_TOOLS: list[dict[str, Any]] = [
+    {'name': 'echo', 'description': 'Echo the text back.', 'input_schema': _schema(text={'type': 'string'})},
+    {'name': 'add', 'description': 'Add two numbers.',
+     'input_schema': _schema(a={'type': 'number'}, b={'type': 'number'}),
+     'output_schema': _schema(sum={'type': 'number'})},
+    {'name': 'fail', 'description': 'Always fails with the message.',
+     'input_schema': _schema(message={'type': 'string'})},
+    {'name': 'slow', 'description': 'Sleeps, then answers.', 'input_schema': _schema(seconds={'type': 'number'})},
+    {'name': 'meta_echo', 'description': 'Reports the _meta the call carried.', 'input_schema': _OBJECT},
+    {'name': 'crash', 'description': 'Raises inside the server handler.', 'input_schema': _OBJECT},
+    {'name': 'image', 'description': 'Returns an image and a caption.', 'input_schema': _OBJECT},
+    {'name': 'huge', 'description': 'Returns n characters.', 'input_schema': _schema(n={'type': 'integer'})},
+    {'name': 'die', 'description': 'Ends the server process at once.', 'input_schema': _OBJECT},
+    {'name': 'dotted.name', 'description': 'A name with a dot.', 'input_schema': _OBJECT},
+    {'name': LONG_NAME, 'description': 'A name longer than 64 characters.', 'input_schema': _OBJECT},
+]
+
+
+def raw_server() -> Any:
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=[types.Tool(**spec) for spec in RAW_TOOLS])
+
+    def text(value: str, **extra: Any) -> Any:
+        return types.CallToolResult(content=[types.TextContent(text=value)], **extra)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        args = params.arguments or {}
+        name = params.name
+        if name == 'echo':
+            return text(str(args['text']))
+        if name == 'add':
+            total = args['a'] + args['b']
+            return text(json.dumps({'sum': total}), structured_content={'sum': total})
+        if name == 'fail':
+            return text(str(args['message']), is_error=True)
+        if name == 'slow':
+            await anyio.sleep(float(args['seconds']))
+            return text('slept')
+        if name == 'meta_echo':
+            meta = dict(params.meta or {})
+            user = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX) and k != 'progressToken'}
+            return text(json.dumps({'meta': user, 'has_meta': params.meta is not None}))
+        if name == 'crash':
+            raise RuntimeError('kaboom in the server')
+        if name == 'image':
+            return types.CallToolResult(content=[
+                types.ImageContent(data='iVBORw0KGgo=', mime_type='image/png'),
+                types.TextContent(text='a tiny picture'),
+            ])
+        if name == 'huge':
+            return text('x' * int(args['n']))
+        if name == 'die':
+            os._exit(3)
+        return text(f'called {name}')
+
+    return Server('fixture', version='1.0', on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _serve_raw() -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = raw_server()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def served_toolset() -> Any:
+    """Function tools for the server tests (toolweave is imported here, so `raw` mode starts faster)."""
+    from toolweave import ToolCallContext, Toolset, tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: the first number.
+            b: the second number.
+        """
+        return a + b
+
+    @tool
+    def divide(a: float, b: float) -> float:
+        """Divide a by b."""
+        return a / b
+
+    @tool
+    def profile(name: str) -> dict[str, Any]:
+        """Describe a name."""
+        return {'name': name, 'length': len(name)}
+
+    @tool
+    def whoami(context: ToolCallContext) -> dict[str, Any]:
+        """Report the call context this tool received."""
+        return context.to_map()
+
+    @tool
+    async def nap(seconds: float) -> str:
+        """Sleep, then answer."""
+        await anyio.sleep(seconds)
+        return 'rested'
+
+    return Toolset([add, divide, profile, whoami, nap])
+
+
+if __name__ == '__main__':
+    if sys.argv[1:] == ['raw']:
+        anyio.run(_serve_raw)
+    elif sys.argv[1:] == ['toolweave']:
+        from toolweave.mcp import serve_stdio_sync
+
+        serve_stdio_sync(served_toolset(), name='toolweave-fixture')
+    else:
+        raise SystemExit('usage: mcp_server_fixture.py raw|toolweave')
