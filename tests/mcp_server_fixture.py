@@ -2,7 +2,8 @@
 
 `python tests/mcp_server_fixture.py raw` serves tools written directly on the MCP SDK's low-level server (the
 client tests use it, so they do not depend on toolweave's server side). `python tests/mcp_server_fixture.py
-toolweave` serves `served_toolset()` through `toolweave.mcp.serve_stdio` (the server tests use it).
+toolweave` serves `served_toolset()` through `toolweave.mcp.serve_stdio` (the server tests use it). `tiny` is a
+bare JSON-RPC loop without the SDK, for tests that need a fresh server process that starts fast.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 from typing import Any
 
 import anyio
+
+from toolweave import ToolCallContext, Toolset, tool
 
 RESERVED_PREFIX = 'io.modelcontextprotocol/'
 LONG_NAME = 'a_tool_name_that_is_far_too_long_for_the_rule_' + 'x' * 30
@@ -93,50 +96,83 @@ async def _serve_raw() -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def served_toolset() -> Any:
-    """Function tools for the server tests (toolweave is imported here, so `raw` mode starts faster)."""
-    from toolweave import ToolCallContext, Toolset, tool
+def _serve_tiny() -> None:
+    """A bare JSON-RPC loop without the SDK (it starts in milliseconds) for the server-death test: the
+    handshake, `tools/list` and `tools/call` of `echo`, `hang` (never answers) and `die` (ends the process)."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        method, message_id = message.get('method'), message.get('id')
+        if message_id is None:  # a notification
+            continue
+        params = message.get('params') or {}
+        reply: dict[str, Any] = {'jsonrpc': '2.0', 'id': message_id}
+        if method == 'initialize':
+            reply['result'] = {'protocolVersion': params['protocolVersion'], 'capabilities': {'tools': {}},
+                               'serverInfo': {'name': 'tiny', 'version': '1'}}
+        elif method == 'tools/list':
+            names = ('echo', 'hang', 'die')
+            reply['result'] = {'tools': [{'name': name, 'inputSchema': {'type': 'object'}} for name in names]}
+        elif method == 'tools/call' and params.get('name') == 'die':
+            os._exit(3)
+        elif method == 'tools/call' and params.get('name') == 'hang':
+            continue
+        elif method == 'tools/call':
+            reply['result'] = {'content': [{'type': 'text', 'text': json.dumps(params.get('arguments'))}]}
+        else:  # server/discover included: the client falls back to the handshake
+            reply['error'] = {'code': -32601, 'message': f'Method not found: {method}'}
+        print(json.dumps(reply), flush=True)
 
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add two integers.
 
-        Args:
-            a: the first number.
-            b: the second number.
-        """
-        return a + b
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
 
-    @tool
-    def divide(a: float, b: float) -> float:
-        """Divide a by b."""
-        return a / b
+    Args:
+        a: the first number.
+        b: the second number.
+    """
+    return a + b
 
-    @tool
-    def profile(name: str) -> dict[str, Any]:
-        """Describe a name."""
-        return {'name': name, 'length': len(name)}
 
-    @tool
-    def whoami(context: ToolCallContext) -> dict[str, Any]:
-        """Report the call context this tool received."""
-        return context.to_map()
+@tool
+def divide(a: float, b: float) -> float:
+    """Divide a by b."""
+    return a / b
 
-    @tool
-    async def nap(seconds: float) -> str:
-        """Sleep, then answer."""
-        await anyio.sleep(seconds)
-        return 'rested'
 
+@tool
+def profile(name: str) -> dict[str, Any]:
+    """Describe a name."""
+    return {'name': name, 'length': len(name)}
+
+
+@tool
+def whoami(context: ToolCallContext) -> dict[str, Any]:
+    """Report the call context this tool received."""
+    return context.to_map()
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep, then answer."""
+    await anyio.sleep(seconds)
+    return 'rested'
+
+
+def served_toolset() -> Toolset:
     return Toolset([add, divide, profile, whoami, nap])
 
 
 if __name__ == '__main__':
     if sys.argv[1:] == ['raw']:
         anyio.run(_serve_raw)
+    elif sys.argv[1:] == ['tiny']:
+        _serve_tiny()
     elif sys.argv[1:] == ['toolweave']:
         from toolweave.mcp import serve_stdio_sync
 
         serve_stdio_sync(served_toolset(), name='toolweave-fixture')
     else:
-        raise SystemExit('usage: mcp_server_fixture.py raw|toolweave')
+        raise SystemExit('usage: mcp_server_fixture.py raw|tiny|toolweave')

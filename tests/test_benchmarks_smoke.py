@@ -28,11 +28,15 @@ def test_scheduling_quick_writes_its_report(tmp_path: Path, capsys: pytest.Captu
     assert 'makespan / critical path' in out and 'toolweave med' in out
 
 
+# Extra arguments that keep a quick run within the smoke budget (tracemalloc alone takes ~15 s on a busy machine).
+SMOKE_EXTRA = {'benchmarks.bench_overhead': ['--no-memory']}
+
+
 @pytest.mark.parametrize('name', [n for n in runner.discover() if n != 'benchmarks.bench_scheduling'])
 def test_every_benchmark_quick_mode_writes_its_report(name: str, tmp_path: Path) -> None:
     # The convention every bench_*.py follows: `main(argv)` with `--quick` and `--output PATH`.
     output = tmp_path / 'report.json'
-    importlib.import_module(name).main(['--quick', '--output', str(output)])
+    importlib.import_module(name).main(['--quick', '--output', str(output), *SMOKE_EXTRA.get(name, [])])
     assert isinstance(json.loads(output.read_text()), dict)
 
 

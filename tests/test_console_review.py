@@ -246,7 +246,9 @@ async def test_stream_without_file_descriptor() -> None:
     request = ReviewRequest('move', 'move: ' + '{"path":"/tmp/a","force":true}', {'path': '/tmp/a', 'force': True})
     decision = await handler.review(request)
     assert (decision.kind, decision.revised) == ('edit', {'path': '/tmp/b', 'force': False})
-    assert '(16 more chars not shown)' in output.getvalue()
+    assert re.search(r'\.\.\. \(\d+ more chars not shown\)', output.getvalue())
+    panel = output.getvalue().split('Current input')[0]
+    assert '/tmp/a' not in panel  # cut after 20 characters of the laid-out arguments
 
 
 @pytest.mark.anyio
@@ -309,3 +311,13 @@ async def test_always_approves_later_calls_of_that_tool_without_asking() -> None
         assert not (await other.call('x')).ok  # a different tool still asks (and this answer rejects it)
     assert output.getvalue().count('Approval required') == 2
     assert [r.outcome for r in log] == ['approved'] * 3 + ['rejected']
+
+
+@pytest.mark.anyio
+async def test_several_arguments_are_shown_one_per_line() -> None:
+    output = io.StringIO()
+    handler = ConsoleReviewHandler(stdin=io.StringIO('a\n'), console=Console(file=output, width=100))
+    await handler.review(ReviewRequest('transfer', 'transfer: {"to":"bob","amount":5}', '{"to":"bob","amount":5}'))
+    shown = output.getvalue()
+    assert 'transfer:' in shown and '"to": "bob",' in shown and '"amount": 5' in shown
+    assert shown.index('"to"') < shown.index('"amount"')

@@ -5,6 +5,8 @@ Each block below belongs to one part of the package; `__all__` at the end lists 
 
 from __future__ import annotations
 
+import logging as _logging
+
 # --- core (tools) ---
 from toolweave.approval import ReviewDecision, ReviewHandler, ReviewRequest, use_review_handler
 from toolweave.exceptions import (
@@ -108,3 +110,6 @@ from toolweave.models import (
 )
 
 __version__ = '0.1.0'
+
+# A library adds no handlers of its own: an application that wants toolweave's logs configures logging.
+_logging.getLogger('toolweave').addHandler(_logging.NullHandler())

@@ -124,7 +124,7 @@ class ConsoleReviewHandler:
         from rich.panel import Panel
         from rich.text import Text
 
-        shown = request.description
+        shown = _readable(request)
         if len(shown) > self._max_chars:
             shown = f'{shown[:self._max_chars]}... ({len(shown) - self._max_chars} more chars not shown)'
         timeout = 'no timeout' if request.timeout is None else f'timeout {request.timeout:g} s'
@@ -186,6 +186,23 @@ class ConsoleReviewHandler:
 
     def __repr__(self) -> str:
         return 'ConsoleReviewHandler()'
+
+
+def _readable(request: ReviewRequest) -> str:
+    """What the panel shows: the request's description, with arguments of several fields laid out one per line."""
+    arguments: Any = request.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return request.description
+    if not isinstance(arguments, Mapping) or len(arguments) < 2:
+        return request.description
+    try:
+        laid_out = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return request.description
+    return f'{request.tool_name or "arguments"}:\n{laid_out}'
 
 
 def revise(original: str | Mapping[str, Any] | None, typed: str) -> str | Mapping[str, Any] | None:

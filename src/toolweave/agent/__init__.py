@@ -14,6 +14,7 @@ from toolweave.agent._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from toolweave.agent._injection import ToolCallOutcome, ToolInjection, ToolInjectionStrategy
 from toolweave.agent._loop import FinishReason
 from toolweave.agent._process import AgentProcess, Budget, ProcessStatus, RunUsage, ToolCallRecord, current_process
 from toolweave.agent._sink import BlackboardSink
@@ -38,7 +39,10 @@ __all__ = (
     'RunUsage',
     'SubAgentTool',
     'ToolCallFinished',
+    'ToolCallOutcome',
     'ToolCallRecord',
     'ToolCallStarted',
+    'ToolInjection',
+    'ToolInjectionStrategy',
     'current_process',
 )

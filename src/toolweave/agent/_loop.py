@@ -32,6 +32,9 @@ class LoopTools:
     available: Callable[[], list[str]]
     counts_as_tool_call: Callable[[Tool], bool]
     """Whether a call of this tool counts in `RunUsage.tool_calls` (the plan meta-tool counts its steps)."""
+    after_call: Callable[[Tool, str, ToolResult, AgentProcess], None] | None = None
+    """Called after each finished call, in call order, with the tool as found, the raw arguments and the result:
+    the tool-injection hook, which may change what `definitions` and `find` give from the next model call on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,10 @@ async def run_loop(
         for call, result in zip(response.tool_calls, results, strict=True):
             text = cut(result.text, limits.max_output_chars)
             _append(process, messages, ToolMessage(call.id, call.name, text, is_error=not result.ok))
+        if tools.after_call is not None:
+            for (call, tool), result in zip(resolved, results, strict=True):
+                if tool is not None:
+                    tools.after_call(tool, call.arguments, result, process)
         for (_, tool), result in zip(resolved, results, strict=True):
             if tool is not None and tool.definition.metadata.return_direct:
                 return LoopOutcome(result.text, 'return_direct')

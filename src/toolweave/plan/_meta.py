@@ -102,6 +102,7 @@ class PlanTool(Tool):
     `Plan execution failed: <every problem>` and runs nothing.
 
     ```python
+    echo = FakeTool('echo', lambda args: args['text'])
     planner = PlanTool(Toolset([echo]))
     result = await planner.call({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': '{"text": "hi"}'}]})
     print(result.text)

@@ -116,9 +116,14 @@ async def run_plan(
         ControlFlowSignal: a step asked the whole run to stop (for example a reviewer's exit-early).
 
     ```python
-    run = await run_plan({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {'text': 'hi'}}]}, [echo])
-    print(run.summary)
-    #> {"a": "hi"}
+    from toolweave.testing import FakeTool
+
+    echo = FakeTool('echo', lambda args: args['text'])
+    plan = {'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {'text': 'hi'}},
+                      {'id': 'b', 'tool': 'echo', 'arguments': {'text': '$ref:a'}}], 'output_steps': ['b']}
+    run = await run_plan(plan, [echo])
+    print(run.summary, run.waves)
+    #> {"b": "hi"} (('a',), ('b',))
     ```
     """
     options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,

@@ -281,7 +281,7 @@ class Resolver:
     def resolve(self, arguments: Any, step: str) -> Any:
         """`arguments` with every reference replaced (raises `ResolveError` with the step's error)."""
         self.step = step
-        return self.value(arguments)
+        return self.mapping(arguments) if type(arguments) is dict else self.value(arguments)
 
     def ref_value(self, ref: Ref) -> Any:
         source = self.records[ref.position]
@@ -316,6 +316,8 @@ class Resolver:
                 return splice_text(found) if self.index_dialect else found
         out: dict[Any, Any] | None = None
         whole = self.table.whole
+        templates = self.table.templates
+        records = self.records
         strings = not self.index_dialect
         for key, item in value.items():
             kind = type(item)
@@ -323,7 +325,12 @@ class Resolver:
                 if not strings:
                     continue
                 ref = whole.get(item)
-                new = self.ref_value(ref) if ref is not None else self.string(item)
+                if ref is not None:
+                    new = records[ref.position].ref_value if not ref.path else self.ref_value(ref)
+                elif templates and item in templates:
+                    new = self.string(item)
+                else:
+                    continue
             elif kind is dict:
                 new = self.mapping(item)
             elif kind is list:
@@ -339,6 +346,8 @@ class Resolver:
     def sequence(self, value: list[Any]) -> Any:
         out: list[Any] | None = None
         whole = self.table.whole
+        templates = self.table.templates
+        records = self.records
         strings = not self.index_dialect
         for index, item in enumerate(value):
             kind = type(item)
@@ -346,7 +355,12 @@ class Resolver:
                 if not strings:
                     continue
                 ref = whole.get(item)
-                new = self.ref_value(ref) if ref is not None else self.string(item)
+                if ref is not None:
+                    new = records[ref.position].ref_value if not ref.path else self.ref_value(ref)
+                elif templates and item in templates:
+                    new = self.string(item)
+                else:
+                    continue
             elif kind is dict:
                 new = self.mapping(item)
             elif kind is list:
