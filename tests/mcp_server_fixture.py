@@ -28,7 +28,8 @@ def _schema(**properties: Any) -> dict[str, Any]:
 
 
 RAW_TOOLS: list[dict[str, Any]] = [
-    {'name': 'echo', 'description': 'Echo the text back.', 'input_schema': _schema(text={'type': 'string'})},
+    {'name': 'echo', 'description': 'Echo the text back.', 'input_schema': _schema(text={'type': 'string'}),
+     'annotations': {'read_only_hint': True}},
     {'name': 'add', 'description': 'Add two numbers.',
      'input_schema': _schema(a={'type': 'number'}, b={'type': 'number'}),
      'output_schema': _schema(sum={'type': 'number'})},

@@ -311,6 +311,15 @@ async def test_always_approves_later_calls_of_that_tool_without_asking() -> None
         assert not (await other.call('x')).ok  # a different tool still asks (and this answer rejects it)
     assert output.getvalue().count('Approval required') == 2
     assert [r.outcome for r in log] == ['approved'] * 3 + ['rejected']
+    assert log.records[0].decision.reason is None and 'always' in (log.records[1].decision.reason or '')
+
+    waiting = io.StringIO()
+    handler = ConsoleReviewHandler(stdin=io.StringIO('l\n'), console=Console(file=waiting, width=100))
+    with use_review_handler(handler):
+        async with anyio.create_task_group() as tg:  # the second call waits for the lock, then needs no prompt
+            for value in ('x', 'y'):
+                tg.start_soon(deploy.call, value)
+    assert waiting.getvalue().count('Approval required') == 1
 
 
 @pytest.mark.anyio

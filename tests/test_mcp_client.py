@@ -28,12 +28,14 @@ from toolweave import (
     UserError,
 )
 from toolweave.mcp import McpTool, McpToolFactory, McpToolset
+from toolweave.tools import LOOP_ID_KEY
 
 pytestmark = pytest.mark.anyio
 
 FIXTURE = str(Path(__file__).with_name('mcp_server_fixture.py'))
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SERVER = shutil.which('mcp-server-time', path=str(Path(sys.executable).parent)) or shutil.which('mcp-server-time')
+GIT_SERVER = shutil.which('mcp-server-git', path=str(Path(sys.executable).parent)) or shutil.which('mcp-server-git')
 EVERYTHING = Path(os.environ.get('TOOLWEAVE_MCP_NPM_PREFIX', ROOT / '.mcp-npm')) / (
     'node_modules/@modelcontextprotocol/server-everything/dist/index.js')
 NODE = shutil.which('node')
@@ -63,6 +65,7 @@ async def test_lists_the_server_tools_as_a_toolset(fixture_tools: McpToolset) ->
     assert echo.definition.parameters == {'type': 'object', 'properties': {'text': {'type': 'string'}},
                                           'required': ['text']}
     assert echo.definition.metadata.extra['mcp_server'] == fixture_tools.label == 'python mcp_server_fixture.py'
+    assert echo.definition.metadata.extra['annotations'] == {'read_only_hint': True}
     assert fixture_tools.get('add').definition.metadata.extra['output_schema']['properties'] == {
         'sum': {'type': 'number'}}
 
@@ -190,6 +193,25 @@ async def test_calls_over_one_session_run_concurrently(fixture_tools: McpToolset
     assert results == ['slept'] * 3 and time.perf_counter() - started < 1.4  # 3 x 0.5 s, not 1.5 s
 
 
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_works_on_both_backends(anyio_backend: str) -> None:
+    async with McpToolset(raw_server()) as in_process, McpToolset.stdio(sys.executable, [FIXTURE, 'tiny']) as tiny:
+        outputs: list[str] = []
+
+        async def call(tools: McpToolset, name: str, arguments: dict[str, object]) -> None:
+            outputs.append((await tools.get(name).call(arguments)).output)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(call, in_process, 'slow', {'seconds': 0.3})
+            group.start_soon(call, tiny, 'echo', {'n': 1})
+        with anyio.move_on_after(0.2) as scope:
+            await tiny.get('hang').call({})
+    assert sorted(outputs) == ['slept', 'slept', 'slept', '{"n": 1}'] and scope.cancelled_caught
+    assert time.perf_counter() - started < 1.5
+
+
 async def test_server_death_fails_calls_and_the_block_still_closes() -> None:
     async with McpToolset.stdio(sys.executable, [FIXTURE, 'tiny'], label='tiny') as tools:
         assert (await tools.get('echo').call({'x': 1})).output == '{"x": 1}'  # auto mode fell back to the handshake
@@ -220,6 +242,14 @@ async def test_calling_after_the_block_is_a_configuration_error() -> None:
     with pytest.raises(UserError, match='already closed. Create a new McpToolset'):
         async with tools:
             pass
+
+
+async def test_an_error_in_the_block_comes_out_unchanged() -> None:
+    with pytest.raises(KeyError, match='mine'):
+        async with McpToolset(raw_server()) as tools:
+            assert tools.connected
+            raise KeyError('mine')
+    assert not tools.connected
 
 
 @pytest.mark.parametrize(('command', 'args'), [
@@ -282,6 +312,25 @@ async def test_factory_without_clients_gives_empty_toolsets() -> None:  # BI-10
         factory.required_tool_by_name('a')
 
 
+async def test_factory_facades(fixture_tools: McpToolset) -> None:  # BI-10
+    factory = McpToolFactory([fixture_tools])
+    by_name = factory.unfolding_by_name('math', 'Arithmetic. Invoke to see the tools.', {'add', 'absent'})
+    matching = factory.unfolding_matching('echoes', 'Echo tools.', ['ech'], remove_on_invoke=False)  # ignored
+    custom = factory.unfolding('failing', 'Tools that fail.', lambda t: t.name in ('fail', 'crash'))
+    assert [t.name for t in by_name.inner_tools] == ['add']
+    assert [t.name for t in matching.inner_tools] == ['echo', 'meta_echo']
+    assert [t.name for t in custom.inner_tools] == ['fail', 'crash']
+    assert (by_name.name, by_name.description) == ('math', 'Arithmetic. Invoke to see the tools.')
+    assert (await by_name.call({})).output.startswith('Tools now available: add.')
+    # a model that skips unfolding can call an inner MCP tool through the facade
+    assert (await by_name.call({'add': {'a': 4, 'b': 5}})).value == {'sum': 9}
+
+
+def test_factory_facades_without_clients_are_empty() -> None:  # BI-10
+    facade = McpToolFactory().unfolding_matching('none', 'Nothing here.', '.*')
+    assert facade.name == 'none' and facade.inner_tools == ()
+
+
 def test_factory_rejects_bad_input() -> None:
     with pytest.raises(UserError, match='Invalid regular expression'):
         McpToolFactory().matching('(')
@@ -319,6 +368,19 @@ async def test_a_plan_runs_over_mcp_tools(fixture_tools: McpToolset) -> None:
     assert run.step('oops').error == 'nope'
 
 
+async def test_an_agent_calls_mcp_tools_and_its_context_travels_as_meta(fixture_tools: McpToolset) -> None:
+    from toolweave.testing import ScriptedModel
+
+    model = ScriptedModel([{'tool': 'meta_echo', 'arguments': {}}, {'tool': 'add', 'arguments': {'a': 1, 'b': 1}},
+                           'done'])
+    agent = toolweave.Agent(model, tools=fixture_tools, context={'tenantId': 'acme'})
+    result = await agent.run('check the tenant')
+    tool_messages = [m for m in result.messages if isinstance(m, toolweave.ToolMessage)]
+    seen = json.loads(tool_messages[0].content)['meta']
+    assert seen['tenantId'] == 'acme' and isinstance(seen[LOOP_ID_KEY], str)  # CX-13 + CX-17
+    assert (result.output, tool_messages[1].content) == ('done', '{"sum": 2}')
+
+
 # real servers from PyPI and npm
 
 
@@ -337,6 +399,29 @@ async def test_mcp_server_time_over_stdio() -> None:
     assert converted.ok and converted.value['target']['datetime'].endswith('17:30:00+05:30')
 
 
+@pytest.mark.skipif(GIT_SERVER is None or shutil.which('git') is None,
+                    reason='mcp-server-git or git is not installed (pip install mcp-server-git)')
+async def test_mcp_server_git_over_stdio(tmp_path: Path) -> None:
+    assert GIT_SERVER is not None
+    repo = tmp_path / 'repo'
+    repo.mkdir()
+    (repo / 'notes.txt').write_text('hello\n')
+    env = {'GIT_AUTHOR_NAME': 'T', 'GIT_AUTHOR_EMAIL': 't@example.com', 'GIT_COMMITTER_NAME': 'T',
+           'GIT_COMMITTER_EMAIL': 't@example.com'}
+    await anyio.run_process(['git', 'init', '-q', str(repo)])
+    async with McpToolset.stdio(GIT_SERVER, ['--repository', str(repo)], env=env) as git:
+        assert {'git_status', 'git_add', 'git_commit', 'git_log'} <= set(git.names)
+        where = {'repo_path': str(repo)}
+        before = await git.get('git_status').call(where)
+        added = await git.get('git_add').call({**where, 'files': ['notes.txt']})
+        committed = await git.get('git_commit').call({**where, 'message': 'first note'})
+        log = await git.get('git_log').call({**where, 'max_count': 1})
+        outside = await git.get('git_log').call({'repo_path': str(tmp_path)})
+    assert 'Untracked files' in before.output and 'notes.txt' in before.output
+    assert added.ok and committed.ok and 'first note' in log.output
+    assert not outside.ok and 'outside the allowed repository' in (outside.error or '')
+
+
 @pytest.mark.skipif(NODE is None, reason='node is not installed')
 @pytest.mark.skipif(not EVERYTHING.is_file(), reason=(
     f'@modelcontextprotocol/server-everything is not installed at {EVERYTHING} '
@@ -353,12 +438,3 @@ async def test_server_everything_over_stdio() -> None:
     assert total.ok and '42' in total.output
     assert image.ok and '[image image/png' in image.output
     assert not bad.ok
-
-
-
-async def test_an_error_in_the_block_comes_out_unchanged() -> None:
-    with pytest.raises(KeyError, match='mine'):
-        async with McpToolset(raw_server()) as tools:
-            assert tools.connected
-            raise KeyError('mine')
-    assert not tools.connected

@@ -118,9 +118,10 @@ async def test_legacy_protocol_sends_only_objects_as_structured_content() -> Non
     assert obj.value == {'name': 'Bo', 'length': 2}
 
 
-async def test_a_function_list_is_served_too() -> None:
-    async with McpToolset(mcp_server([served_toolset().get('add')], name='calc')) as tools:
-        assert tools.names == ['add'] and tools.label == 'calc'
+async def test_a_function_list_is_served_too_with_name_and_instructions() -> None:
+    server = mcp_server([served_toolset().get('add')], name='calc', instructions='Use add for sums.')
+    async with McpToolset(server) as tools:
+        assert tools.names == ['add'] and tools.label == 'calc' and tools.instructions == 'Use add for sums.'
 
 
 @requires_approval

@@ -652,3 +652,29 @@ async def test_bad_input_to_a_typed_pipeline_fails_at_its_first_step(arguments: 
     after = Step('after', 'never')
     result = await ToolPipeline.of(add, after).call(arguments)
     assert not result.ok and fragment in (result.error or '') and after.inputs == []
+
+
+async def hang_forever(text: str) -> str:
+    await anyio.sleep_forever()
+    return text  # pragma: no cover
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_step_timeout_fails_a_hanging_step(anyio_backend: str) -> None:
+    after = Step('after', lambda text: f'after: {text}')
+    hanging = TextTool.from_function('hanging', 'hangs', hang_forever)
+    fail_fast = ToolPipeline([Step('before', 'ok'), hanging, after], name='guarded', step_timeout=0.1)
+    result = await fail_fast.call('x')
+    assert (result.error, result.raised, after.inputs) == ("Step 'hanging' timed out after 0.1 s", True, [])
+    assert (GLOBAL_METRICS.stats('hanging').failures, GLOBAL_METRICS.stats('guarded').failures) == (1, 1)
+
+    resilient = (ToolPipeline.builder().name('resilient_t').description('d').step(hanging).step(after)
+                 .error_strategy(ErrorStrategy.CONTINUE_ON_FAILURE).step_timeout(0.1).build())
+    assert resilient.step_timeout == 0.1
+    assert (await resilient.call('x')).output == "after: Step 'hanging' timed out after 0.1 s"
+
+
+@pytest.mark.parametrize('bad', [0, -1, 'soon', True])
+def test_step_timeout_must_be_positive_seconds(bad: Any) -> None:
+    with pytest.raises(UserError, match="step_timeout of pipeline 'p' must be a number of seconds > 0"):
+        ToolPipeline([Step('a')], name='p', step_timeout=bad)

@@ -261,3 +261,17 @@ async def test_empty_index_plan_is_valid() -> None:  # DP-11
 async def test_index_plans_also_run_through_execute_tool_plan_detection() -> None:  # D5
     run = await toolweave.run_plan(json.dumps(SEED_PLAN), metrics_tools())
     assert run.plan.dialect == 'index' and run.ok and run.plan.goal == SEED_PLAN['goal']
+
+
+async def test_execute_tool_plan_also_accepts_the_index_dialect() -> None:  # D5
+    result = await PlanTool(metrics_tools()).call(SEED_PLAN)
+    assert result.ok and json.loads(result.text)['step_1'] == {'name': 'cpu_usage', 'current': 72.5, 'unit': '%'}
+
+
+def test_dialect_detection() -> None:
+    assert toolweave.parse_plan({'goal': 'g', 'steps': [{'id': 'a', 'tool': 't', 'arguments': {}}]}).dialect == 'id'
+    assert toolweave.parse_plan({'steps': [{'tool': 't', 'args': {}, 'description': 'd'}], 'goal': 'g'}).dialect == (
+        'index')
+    assert toolweave.parse_plan({'goal': 'g', 'steps': []}).dialect == 'index'
+    with pytest.raises(toolweave.PlanValidationError, match='"goal" must be a string'):
+        toolweave.parse_plan({'steps': [{'tool': 't', 'args': {}, 'description': 'd'}]}, dialect='index')

@@ -109,6 +109,52 @@ from toolweave.models import (
     infer_model,
 )
 
+# --- mcp (helper E1) ---
+from toolweave.mcp import McpMetaConverter, McpToolFactory, McpToolset
+
+# --- builtins (helper E3) ---
+from toolweave.builtins import (
+    ModelPrice,
+    blackboard_facade,
+    blackboard_tools,
+    communicate_tool,
+    format_blackboard_entry,
+    process_tools,
+    process_tools_facade,
+    progress_tool,
+)
+
+# --- progressive (helper E2) ---
+from toolweave.agent import ToolCallOutcome, ToolInjection, ToolInjectionStrategy
+from toolweave.progressive import (
+    UnfoldingInjectionStrategy,
+    UnfoldingSelection,
+    UnfoldingTool,
+    tools_from_instance,
+    unfolding_tools,
+)
+
+# --- agentic (helper E4) ---
+from toolweave.agentic import (
+    AfterTools,
+    AgenticTool,
+    AllOf,
+    AnyOf,
+    DomainToolSource,
+    DomainToolTracker,
+    OnArtifact,
+    OnArtifactMatching,
+    OnBlackboard,
+    OnBlackboardMatching,
+    PlaybookContext,
+    PlaybookTool,
+    SimpleAgenticTool,
+    StateMachineTool,
+    ToolChainingInjectionStrategy,
+    UnlockCondition,
+    WhenPredicate,
+)
+
 __version__ = '0.1.0'
 
 # A library adds no handlers of its own: an application that wants toolweave's logs configures logging.

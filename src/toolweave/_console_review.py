@@ -43,6 +43,7 @@ _pending: dict[int, bytearray] = {}
 
 _APPROVE = frozenset({'a', 'approve', 'y', 'yes', 'c', 'continue'})
 _ALWAYS = frozenset({'l', 'always'})
+_ALWAYS_APPROVED = ReviewDecision('continue', reason='the reviewer answered "always" for this tool earlier')
 _REJECT = frozenset({'r', 'reject', 'n', 'no', 'x', 'exit'})
 _EDIT = frozenset({'e', 'edit'})
 _QUIT = frozenset({'q', 'quit'})
@@ -105,9 +106,11 @@ class ConsoleReviewHandler:
         """Tools the reviewer approved for the rest of this handler's life (answer `l`, always)."""
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
-        if request.tool_name and request.tool_name in self._always:
-            return ReviewDecision.approve()
+        if request.tool_name in self._always:
+            return _ALWAYS_APPROVED
         async with console_lock():
+            if request.tool_name in self._always:  # answered `always` while this call waited for the lock
+                return _ALWAYS_APPROVED
             stdin = self._stdin if self._stdin is not None else sys.stdin
             _discard_typeahead(stdin)
             self._show(request)

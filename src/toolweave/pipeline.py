@@ -45,9 +45,11 @@ Errors. `FAIL_FAST` (the default) returns the first failed step's result unchang
 that raises is already a failure when the pipeline sees it (every tool goes through `Tool.call`), so its error
 is the exception's bare message (`boom`, or `Tool execution failed with no message`) with no
 `Step '<name>' threw:` prefix, under either strategy; the step's name is in the WARNING log line of its call.
-An adapter that raises fails the whole pipeline with the exception's message and skips the remaining steps
-even under `CONTINUE_ON_FAILURE` (adapters are the pipeline's own code, not a step). `ToolConfigurationError`
-and control-flow signals (`ExitEarly`) from any step or adapter propagate unchanged under either strategy.
+With `step_timeout`, a step that takes longer is cancelled and fails like a raised exception
+(`Step '<name>' timed out after <n> s`). An adapter that raises fails the whole pipeline with the exception's
+message and skips the remaining steps even under `CONTINUE_ON_FAILURE` (adapters are the pipeline's own code,
+not a step). `ToolConfigurationError` and control-flow signals (`ExitEarly`) from any step or adapter propagate
+unchanged under either strategy.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from time import perf_counter
+
+import anyio
 
 from toolweave._pipeline_args import TEXT_SCHEMA, Carry, adapted, arguments_for, carry_of, first_arguments, text_input
 from toolweave.approval import ReviewHandler, check_review_handler, use_review_handler
@@ -106,6 +111,8 @@ class ToolPipeline(Tool):
         description: by default `Pipeline: a -> b -> c`.
         error_strategy: `ErrorStrategy.FAIL_FAST` (default) or `ErrorStrategy.CONTINUE_ON_FAILURE`.
         review_handler: installed for the steps' approval gates (otherwise the run's handler applies).
+        step_timeout: seconds each step may take (a gated step's review included); a step that takes longer is
+            cancelled and fails with `Step '<name>' timed out after <n> s`, like a raised exception.
     """
 
     def __init__(
@@ -116,6 +123,7 @@ class ToolPipeline(Tool):
         description: str | None = None,
         error_strategy: ErrorStrategy = ErrorStrategy.FAIL_FAST,
         review_handler: ReviewHandler | None = None,
+        step_timeout: float | None = None,
     ) -> None:
         if isinstance(steps, Tool | str) or not isinstance(steps, Iterable):
             raise UserError(f'steps of ToolPipeline must be a list of tools, got {steps!r}. Pass '
@@ -132,6 +140,11 @@ class ToolPipeline(Tool):
         parameters = copy.deepcopy(dict(stages[0].tool.definition.parameters if stages else TEXT_SCHEMA))
         self._definition = ToolDefinition(name, description, parameters)
         check_review_handler(review_handler, f'Tool {name!r}')
+        if step_timeout is not None and (isinstance(step_timeout, bool) or not isinstance(step_timeout, int | float)
+                                         or not step_timeout > 0):
+            raise UserError(f'step_timeout of pipeline {name!r} must be a number of seconds > 0 or None, got '
+                            f'{step_timeout!r}.')
+        self._step_timeout = step_timeout
         self._stages = stages
         self._error_strategy = error_strategy
         self._review_handler = review_handler
@@ -188,6 +201,10 @@ class ToolPipeline(Tool):
     def review_handler(self) -> ReviewHandler | None:
         return self._review_handler
 
+    @property
+    def step_timeout(self) -> float | None:
+        return self._step_timeout
+
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._review_handler is None:
             return await self._run(arguments, context)
@@ -202,7 +219,7 @@ class ToolPipeline(Tool):
         result = ToolResult.success()
         for index, stage in enumerate(self._stages):
             step_arguments = first_arguments(stage.tool, arguments) if index == 0 else arguments_for(stage.tool, carry)
-            result = await stage.tool.call(step_arguments, context)
+            result = await self._call_step(stage.tool, step_arguments, context)
             if result.error is not None:
                 if self._error_strategy is ErrorStrategy.FAIL_FAST or index == last:
                     logger.debug('Pipeline %r stopped at step %d/%d %r: %s', self.name, index + 1, last + 1,
@@ -214,6 +231,16 @@ class ToolPipeline(Tool):
             elif index < last:
                 carry = await _adapt(stage.adapter, result) if stage.adapter is not None else carry_of(result)
         return result
+
+    async def _call_step(self, step: Tool, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        if self._step_timeout is None:
+            return await step.call(arguments, context)
+        start = perf_counter()
+        with anyio.move_on_after(self._step_timeout):
+            return await step.call(arguments, context)
+        # The step's own call was cancelled before it recorded anything: record the timeout as its failure.
+        timed_out = ToolResult('', f'Step {step.name!r} timed out after {self._step_timeout:g} s', raised=True)
+        return self._finish(step.name, arguments, timed_out, start)
 
     def __repr__(self) -> str:
         return f'ToolPipeline(name={self.name!r}, steps={[t.name for t in self.steps]!r})'
@@ -291,6 +318,7 @@ class PipelineBuilder:
         self._stages: list[PipelineStep] = []
         self._error_strategy = ErrorStrategy.FAIL_FAST
         self._review_handler: ReviewHandler | None = None
+        self._step_timeout: float | None = None
 
     def name(self, name: str) -> PipelineBuilder:
         self._name = _check_text(name, 'name', 'ToolPipeline.builder()')
@@ -332,6 +360,11 @@ class PipelineBuilder:
         self._review_handler = handler
         return self
 
+    def step_timeout(self, seconds: float | None) -> PipelineBuilder:
+        """Seconds each step may take; see `ToolPipeline`."""
+        self._step_timeout = seconds
+        return self
+
     def build(self) -> ToolPipeline:
         if self._name is None:
             raise UserError('Pipeline name is missing in ToolPipeline.builder(). Call .name("my_pipeline") before '
@@ -340,4 +373,5 @@ class PipelineBuilder:
             raise UserError('Pipeline description is missing in ToolPipeline.builder(). Call .description("What it '
                             'does") before .build().')
         return ToolPipeline(self._stages, name=self._name, description=self._description,
-                            error_strategy=self._error_strategy, review_handler=self._review_handler)
+                            error_strategy=self._error_strategy, review_handler=self._review_handler,
+                            step_timeout=self._step_timeout)

@@ -14,6 +14,7 @@ import anyio
 from toolweave import _runtime
 from toolweave.agent._blackboard import Blackboard
 from toolweave.agent._events import AgentEvent, EventHub, MessageEvent
+from toolweave.agent._injection import RunToolSet, ToolInjectionStrategy, check_strategies
 from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
 from toolweave.agent._planning import AgentPlanTool
 from toolweave.agent._process import AgentProcess, Budget, RunUsage
@@ -102,6 +103,11 @@ class Agent:
             call that takes longer is cancelled and fails with a message the model reads. `None`: no limit.
         max_output_chars: The longest tool result text sent to the model; longer text is cut with a note saying
             how much was cut (the full result stays in `process.history`). `None`: no limit.
+        injection_strategies: Asked after every tool call of a run whether the run's tool set changes (see
+            `ToolInjectionStrategy`); they run after the built-in unfolding strategy, in order. Each run starts
+            from the agent's tools; the agent's toolset itself is never changed.
+        tool_decorator: Applied to every tool injected during a run (inner tools of an `UnfoldingTool`, tools
+            added by a strategy), for example to add a note or a sink to each of them.
     """
 
     def __init__(
@@ -121,6 +127,8 @@ class Agent:
         plan_options: Mapping[str, Any] | None = None,
         tool_timeout: float | None = None,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+        injection_strategies: Sequence[ToolInjectionStrategy] = (),
+        tool_decorator: Callable[[Tool], Tool] | None = None,
     ) -> None:
         self.model = _resolve_model(model)
         if not isinstance(instructions, str):
@@ -136,6 +144,11 @@ class Agent:
         if max_output_chars is not None and (isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int)
                                              or max_output_chars < 1):
             raise UserError(f'Agent max_output_chars must be an int >= 1 or None, got {max_output_chars!r}.')
+        if tool_decorator is not None and not callable(tool_decorator):
+            raise UserError(f'Agent tool_decorator must be a function taking a Tool and returning a Tool, or None, '
+                            f'got {type(tool_decorator).__name__}: {tool_decorator!r}.')
+        self.injection_strategies = check_strategies(injection_strategies)
+        self.tool_decorator = tool_decorator
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f'Agent budget must be a Budget, got {type(budget).__name__}.')
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
@@ -300,17 +313,31 @@ class Agent:
         return [*added, *earlier, user]
 
     def _loop_tools(self) -> LoopTools:
+        """The tools of one run: the agent's (read live) changed by tool injections, never the toolset itself."""
+        from toolweave.progressive import UnfoldingInjectionStrategy  # imports the agent package: load it late
+
         plan_tool = self.plan_tool
 
-        def find(name: str) -> Tool | None:
+        def base() -> list[Tool]:
+            tools = self.toolset.tools
+            return [*tools, plan_tool] if plan_tool is not None else tools
+
+        def find_base(name: str) -> Tool | None:
             if plan_tool is not None and name == plan_tool.name:
                 return plan_tool
-            return self.toolset.find(name) if isinstance(name, str) else None
+            return self.toolset.find(name)
+
+        run_tools = RunToolSet(base, find_base, (UnfoldingInjectionStrategy(), *self.injection_strategies),
+                               self.tool_decorator)
+
+        def definitions() -> list[ToolDefinition]:
+            return [tool.definition for tool in run_tools.tools()]
 
         def available() -> list[str]:
-            return [d.name for d in self.tool_definitions()]
+            return [tool.name for tool in run_tools.tools()]
 
-        return LoopTools(self.tool_definitions, find, available, lambda tool: tool is not plan_tool)
+        return LoopTools(definitions, run_tools.find, available, lambda tool: tool is not plan_tool,
+                         run_tools.after_call)
 
     # --- sub-agents -----------------------------------------------------------------------------------------
 

@@ -99,7 +99,8 @@ class RunToolSet:
         kept = [t for t in self._base() if t.name not in self._removed and t.name not in self._added]
         return [*kept, *self._added.values()]
 
-    def find(self, name: str) -> Tool | None:
+    def find(self, name: object) -> Tool | None:
+        """The tool offered under `name` now, or `None`."""
         if not isinstance(name, str):
             return None
         added = self._added.get(name)
@@ -121,7 +122,7 @@ class RunToolSet:
         """Run every strategy on one finished call and apply what each returns."""
         for strategy in self._strategies:
             outcome = ToolCallOutcome(tool, arguments, result, tuple(self.tools()), process)
-            injection = strategy.evaluate(outcome)
+            injection: object = strategy.evaluate(outcome)
             if injection is None:
                 continue
             if not isinstance(injection, ToolInjection):
@@ -140,3 +141,8 @@ class RunToolSet:
             raise UserError(f'Agent tool_decorator returned {type(decorated).__name__} {decorated!r} for tool '
                             f'{tool.name!r}, not a Tool. Return the tool, or a wrapper such as a DelegatingTool.')
         return decorated
+
+
+for _cls in (ToolCallOutcome, ToolInjection, ToolInjectionStrategy):
+    _cls.__module__ = 'toolweave'  # reprs and docs show the public path
+del _cls

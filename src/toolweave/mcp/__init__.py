@@ -31,3 +31,7 @@ __all__ = (
     'serve_stdio_sync',
     'streamable_http_app',
 )
+
+for _cls in (McpMetaConverter, McpToolFactory, McpToolset):
+    _cls.__module__ = 'toolweave'  # reprs and docs show the public path
+del _cls

@@ -115,8 +115,8 @@ class McpToolset(Toolset):
         mode: MCP protocol negotiation: `'auto'` (discover, fall back to the handshake) or `'legacy'`.
     """
 
-    __slots__ = ('_client', '_exit_stack', '_label', '_mode', '_policy', '_server', '_state', 'meta_converter',
-                 'timeout')
+    __slots__ = ('_client', '_exit_stack', '_instructions', '_label', '_mode', '_policy', '_server', '_state',
+                 'meta_converter', 'timeout')
 
     def __init__(
         self,
@@ -146,6 +146,7 @@ class McpToolset(Toolset):
         self._state: _State = 'new'
         self._client: Any = None
         self._exit_stack: AsyncExitStack | None = None
+        self._instructions: str | None = None
 
     @classmethod
     def stdio(
@@ -187,6 +188,11 @@ class McpToolset(Toolset):
     def connected(self) -> bool:
         return self._state == 'open'
 
+    @property
+    def instructions(self) -> str | None:
+        """What the server says about using its tools (for a system prompt), once connected."""
+        return self._instructions
+
     async def __aenter__(self) -> McpToolset:
         if self._state != 'new':
             used = 'entered' if self._state == 'open' else 'closed'
@@ -218,6 +224,7 @@ class McpToolset(Toolset):
             raise
         self._client = client
         self._exit_stack = stack
+        self._instructions = client.instructions
         logger.info('Connected to MCP server %s: %d tools', self._label, len(listed))
         return self
 
@@ -242,6 +249,8 @@ class McpToolset(Toolset):
             extra: dict[str, Any] = {'mcp_name': tool.name, 'mcp_server': self._label}
             if tool.output_schema is not None:
                 extra['output_schema'] = tool.output_schema
+            if tool.annotations is not None:  # read-only / destructive hints, for a review policy to read
+                extra['annotations'] = tool.annotations.model_dump(exclude_none=True)
             definition = ToolDefinition(name, tool.description or '', dict(tool.input_schema),
                                         ToolMetadata(extra=extra))
             self.add(McpTool(self, definition, tool.name))

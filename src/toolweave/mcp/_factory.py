@@ -6,11 +6,15 @@ import re
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from toolweave.exceptions import UserError
 from toolweave.mcp._client import McpTool, McpToolset, mcp_tool_not_found
 from toolweave.tools._tool import Tool
 from toolweave.tools._toolset import Toolset
+
+if TYPE_CHECKING:
+    from toolweave.progressive import UnfoldingTool
 
 __all__ = ('McpToolFactory',)
 
@@ -20,8 +24,10 @@ class McpToolFactory:
 
     The selections return a `Toolset` built from the servers' tools in order: by exact name
     (`toolset_by_name`), by regular expression *search* on the name (`matching`), or by a predicate
-    (`filtered`). With no servers every selection is an empty toolset, which callers should skip. Used as
-    `async with`, the factory connects every `McpToolset` not connected yet and closes them at the end.
+    (`filtered`). The `unfolding...` builders put the same selections behind an `UnfoldingTool` facade that
+    the model opens on demand. With no servers every selection is empty (a facade with no inner tools), which
+    callers should skip. Used as `async with`, the factory connects every `McpToolset` not connected yet and
+    closes them at the end.
 
     ```python
     async with McpToolFactory([McpToolset.stdio('mcp-server-time')]) as factory:
@@ -117,5 +123,31 @@ class McpToolFactory:
                             f'{predicate!r}. Use `toolset_by_name([...])` to select by names.')
         return Toolset([tool for tool in self.tools if predicate(tool)])
 
+    # --- facades (BI-10) ------------------------------------------------------------------------------------
+
+    def unfolding_by_name(self, name: str, description: str, names: Iterable[str], **options: Any) -> UnfoldingTool:
+        """A facade over the tools whose name is one of `names` (exact membership). `options` go to
+        `UnfoldingTool.of` (`child_tool_usage_notes`, `exclusive`; `remove_on_invoke` is accepted and ignored)."""
+        return _facade(name, description, self.toolset_by_name(names), options)
+
+    def unfolding_matching(self, name: str, description: str,
+                           patterns: str | re.Pattern[str] | Iterable[str | re.Pattern[str]],
+                           **options: Any) -> UnfoldingTool:
+        """A facade over the tools whose name contains a match for any of `patterns` (search, not full match)."""
+        if isinstance(patterns, (str, re.Pattern)):
+            patterns = [patterns]
+        return _facade(name, description, self.matching(*patterns), options)
+
+    def unfolding(self, name: str, description: str, predicate: Callable[[Tool], bool],
+                  **options: Any) -> UnfoldingTool:
+        """A facade over the tools `predicate` accepts."""
+        return _facade(name, description, self.filtered(predicate), options)
+
     def __repr__(self) -> str:
         return f'McpToolFactory({len(self._sources)} clients, tools={self.names!r})'
+
+
+def _facade(name: str, description: str, tools: Toolset, options: dict[str, Any]) -> UnfoldingTool:
+    from toolweave.progressive import UnfoldingTool
+
+    return UnfoldingTool.of(name, description, tools.tools, **options)

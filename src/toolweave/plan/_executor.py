@@ -44,6 +44,7 @@ logger = logging.getLogger('toolweave.plan')
 _YIELD_EVERY = 64
 """Steps a worker runs back to back before it lets other tasks in (cancellation and timeouts stay prompt)."""
 _INFINITE = 1 << 62
+_FAILED: Any = object()
 
 
 class _Run:
@@ -115,15 +116,34 @@ class _Run:
         tg.start_soon(self._worker, tg)
 
     async def _worker(self, tg: TaskGroup) -> None:
+        # One loop per worker; the step's synchronous parts are plain calls, so a step that does not suspend
+        # costs one coroutine (the tool call) and no task switch.
         self.spare = False
         ready = self.ready
+        fifo = self.fifo if ready is self.fifo else None
+        tools = self.tools
+        context = self.context
         streak = 0
         try:
             while ready:
-                index = self._pop()
+                index = fifo.popleft() if fifo is not None else self._pop()
                 if ready and not self.spare and self.workers < self.limit:
                     self.spawn(tg)
-                await self._run_step(index)
+                arguments = self._start(index)
+                if arguments is not _FAILED:
+                    try:
+                        if self.step_timeout is None:
+                            result: ToolResult | None = await tools[index].call(arguments, context)
+                        else:
+                            result = None
+                            with anyio.move_on_after(self.step_timeout):
+                                result = await tools[index].call(arguments, context)
+                    except (ToolConfigurationError, ControlFlowSignal) as exc:
+                        self._fail(index, f'{type(exc).__name__}: {exc}')
+                        if self.fatal is None:
+                            self.fatal = exc
+                        raise _Stop from None
+                    self._end(index, result)
                 streak += 1
                 if streak == _YIELD_EVERY:
                     streak = 0
@@ -140,7 +160,8 @@ class _Run:
         except Exception:
             logger.exception('on_event handler raised for step %r; ignored', record.id)
 
-    async def _run_step(self, index: int) -> None:
+    def _start(self, index: int) -> Any:
+        """Mark the step running and resolve its arguments; `_FAILED` if that failed the step."""
         record = self.records[index]
         record.status = 'running'
         record.started_at = perf_counter() - self.t0
@@ -152,30 +173,21 @@ class _Run:
                 arguments = self.resolver.resolve(arguments, record.id)
             except ResolveError as exc:
                 self._fail(index, str(exc))
-                return
+                return _FAILED
         elif type(arguments) is str:  # JSON text that did not parse (PV-14)
             self._fail(index, _deserialize_error(record.tool, arguments))
-            return
+            return _FAILED
         record.arguments = arguments
-        try:
-            if self.step_timeout is None:
-                result = await self.tools[index].call(arguments, self.context)
-            else:
-                with anyio.move_on_after(self.step_timeout) as scope:
-                    result = await self.tools[index].call(arguments, self.context)
-                if scope.cancelled_caught:
-                    self._fail(index, f'Tool execution failed: step {record.id!r} timed out after '
-                                      f'{self.step_timeout:g} s (step_timeout)')
-                    return
-        except (ToolConfigurationError, ControlFlowSignal) as exc:
-            self._fail(index, f'{type(exc).__name__}: {exc}')
-            if self.fatal is None:
-                self.fatal = exc
-            raise _Stop from None
-        if result.error is not None:
+        return arguments
+
+    def _end(self, index: int, result: ToolResult | None) -> None:
+        if result is None:
+            self._fail(index, f'Tool execution failed: step {self.records[index].id!r} timed out after '
+                              f'{self.step_timeout:g} s (step_timeout)')
+        elif result.error is not None:
             self._fail(index, f'Tool execution failed: {result.error}' if result.raised else result.error)
-            return
-        self._succeed(index, record, result)
+        else:
+            self._succeed(index, self.records[index], result)
 
     def _succeed(self, index: int, record: StepRecord, result: ToolResult) -> None:
         record.ended_at = perf_counter() - self.t0

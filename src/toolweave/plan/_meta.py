@@ -150,7 +150,7 @@ class PlanTool(Tool):
         if self.dialect == 'index':
             return await self._execute_index(arguments, context)
         data: Any = arguments if arguments is not None else {}
-        parsed = parse_lenient(data, 'id')
+        parsed = parse_lenient(data)  # either dialect (D5); the schema shows the id-based one
         try:
             run = await self._run(parsed, context)
         except PlanValidationError as exc:

@@ -67,14 +67,18 @@ def step_label(index: int, step_id: object = None) -> str:
 
 
 def _detect(data: Mapping[str, Any]) -> Dialect:
-    if 'goal' in data:
-        return 'index'
+    """Index-based when the steps are written that way (`args`, no `id`/`arguments`), or when there are no
+    steps to tell and the plan has a `goal`."""
     steps = data.get('steps')
-    if isinstance(steps, list) and steps and all(
-        isinstance(s, dict) and 'args' in s and 'id' not in s and 'arguments' not in s for s in steps
-    ):
-        return 'index'
-    return 'id'
+    if not isinstance(steps, list) or not steps:
+        return 'index' if 'goal' in data else 'id'
+    uses_args = False
+    for step in steps:
+        if isinstance(step, dict):
+            if 'id' in step or 'arguments' in step:
+                return 'id'
+            uses_args = uses_args or 'args' in step
+    return 'index' if uses_args else 'id'
 
 
 def _load(data: str | bytes | Mapping[str, Any], problems: Problems) -> Mapping[str, Any] | None:

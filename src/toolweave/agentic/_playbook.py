@@ -1,0 +1,268 @@
+"""`PlaybookTool`: an agentic tool whose sub-tools unlock progressively, by conditions (PB-1..PB-16)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolweave.agent._process import current_process
+from toolweave.agentic._base import (
+    DEFAULT_MAX_ITERATIONS,
+    NO_PROCESS,
+    AgenticTool,
+    RunState,
+    SystemPrompt,
+    TrackingTool,
+    check_unique,
+    object_tools,
+    resolve_tools,
+)
+from toolweave.agentic._conditions import (
+    AfterTools,
+    AnyOf,
+    OnArtifact,
+    OnArtifactMatching,
+    OnBlackboard,
+    OnBlackboardMatching,
+    PlaybookContext,
+    UnlockCondition,
+    as_condition,
+    evaluate,
+)
+from toolweave.exceptions import UserError
+from toolweave.models._base import Model
+from toolweave.tools._context import ToolCallContext
+from toolweave.tools._definition import ToolDefinition, ToolMetadata
+from toolweave.tools._programmatic import Parameter
+from toolweave.tools._result import ToolResult
+from toolweave.tools._tool import Tool, ToolArguments
+
+if TYPE_CHECKING:
+    from toolweave.agent._blackboard import Blackboard
+
+__all__ = ('LOCKED_PREFIX', 'LockedTool', 'PlaybookTool', 'ToolRegistration', 'default_playbook_prompt')
+
+LOCKED_PREFIX = 'This tool is not yet available.'
+
+
+def default_playbook_prompt(description: str) -> str:
+    """The default system prompt of a `PlaybookTool` (PB-15)."""
+    return ('You are an intelligent agent that can use tools to help you complete tasks.\n'
+            f'Use the provided tools to perform the following task:\n{description}\n\n'
+            'Note: Some tools may require certain prerequisites before they become available.\n'
+            'If a tool indicates it is not yet available, use the required prerequisite tools first.')
+
+
+@dataclass(frozen=True, slots=True)
+class LockedTool:
+    """A sub-tool and the condition that unlocks it."""
+
+    tool: Tool
+    condition: UnlockCondition
+
+
+@dataclass
+class _PlaybookState:
+    """The calls and artifacts of one invocation (PB-9, PB-11, PB-12)."""
+
+    run: RunState
+    called: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def context(self) -> PlaybookContext:
+        with self.lock:
+            called = tuple(self.called)
+        with self.run.lock:
+            artifacts = tuple(self.run.seen_artifacts)
+        return PlaybookContext(called, artifacts, len(called), current_process())
+
+    def record(self, name: str) -> None:
+        with self.lock:
+            self.called.append(name)
+
+
+class _RecordingTool(TrackingTool):
+    """An always-available sub-tool: runs, then records the call whatever its result (PB-11, PB-12)."""
+
+    def __init__(self, delegate: Tool, state: _PlaybookState) -> None:
+        super().__init__(delegate, state.run)
+        self.playbook = state
+
+    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+        result = await self.delegate.call(arguments, context)
+        self.playbook.record(self.delegate.name)
+        return self.after(result)
+
+
+class _ConditionalTool(_RecordingTool):
+    """A locked sub-tool: refuses (without running or recording, PB-8, PB-9) until its condition holds, checked
+    on every call (PB-13); while locked its description says why (PB-10)."""
+
+    def __init__(self, delegate: Tool, condition: UnlockCondition, state: _PlaybookState) -> None:
+        super().__init__(delegate, state)
+        self.condition = condition
+
+    def _locked_message(self) -> str | None:
+        satisfied, hint = evaluate(self.condition, self.playbook.context())
+        return None if satisfied else f'{LOCKED_PREFIX} {hint}'
+
+    @property
+    def definition(self) -> ToolDefinition:
+        original = self.delegate.definition
+        message = self._locked_message()
+        if message is None:
+            return original
+        return original.with_description(f'{original.description}\n\n{message}')
+
+    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+        message = self._locked_message()
+        if message is not None:
+            return ToolResult.success(message)
+        return await super().call(arguments, context)
+
+
+class ToolRegistration:
+    """`playbook.with_tool(tool)`: say what unlocks the tool; each form returns the new `PlaybookTool` (PB-7).
+
+    Calling the registration itself is the curried form of `unlocked_by`: `playbook.with_tool(analyze)(search)`.
+    """
+
+    def __init__(self, tool: Tool, playbook: PlaybookTool) -> None:
+        self.tool = tool
+        self.playbook = playbook
+
+    def _lock(self, condition: UnlockCondition) -> PlaybookTool:
+        return self.playbook._add_locked(LockedTool(self.tool, condition))
+
+    def unlocked_by(self, *tools: Tool | str) -> PlaybookTool:
+        """Unlocked once every one of `tools` has been called."""
+        return self._lock(AfterTools(*tools))
+
+    def __call__(self, *tools: Tool | str) -> PlaybookTool:
+        return self.unlocked_by(*tools)
+
+    def unlocked_by_all(self, *tools: Tool | str) -> PlaybookTool:
+        """Unlocked once every one of `tools` has been called: `AfterTools(*tools)`."""
+        return self._lock(AfterTools(*tools))
+
+    def unlocked_by_any(self, *tools: Tool | str) -> PlaybookTool:
+        """Unlocked once any one of `tools` has been called: `AnyOf(AfterTools(t) for each t)`."""
+        if not tools:
+            raise UserError(f'unlocked_by_any for tool {self.tool.name!r} needs at least one tool.')
+        return self._lock(AnyOf(*(AfterTools(tool) for tool in tools)))
+
+    def unlocked_by_artifact(self, cls: type[Any]) -> PlaybookTool:
+        """Unlocked once a sub-tool has returned an artifact of type `cls` (or a subclass)."""
+        return self._lock(OnArtifact(cls))
+
+    def unlocked_by_artifact_matching(self, predicate: Callable[[Any], bool]) -> PlaybookTool:
+        """Unlocked once a sub-tool has returned an artifact for which `predicate(artifact)` is true."""
+        return self._lock(OnArtifactMatching(predicate))
+
+    def unlocked_by_blackboard(self, cls: type[Any] | str) -> PlaybookTool:
+        """Unlocked while the run's blackboard holds an object of type `cls`."""
+        return self._lock(OnBlackboard(cls))
+
+    def unlocked_by_blackboard_matching(self, predicate: Callable[[Blackboard], bool]) -> PlaybookTool:
+        """Unlocked while `predicate(blackboard)` is true."""
+        return self._lock(OnBlackboardMatching(predicate))
+
+    def unlocked_when(self, condition: UnlockCondition | Callable[[PlaybookContext], bool]) -> PlaybookTool:
+        """Unlocked while `condition` holds: an `UnlockCondition` or a predicate over the `PlaybookContext`."""
+        return self._lock(as_condition(condition))
+
+
+class PlaybookTool(AgenticTool):
+    """An agentic tool whose sub-tools unlock progressively: some are available from the start, others once
+    their condition holds (other tools called, an artifact produced, the blackboard's content, a predicate).
+
+    A locked tool is still offered, its description ending with why it is locked; calling it returns
+    `This tool is not yet available. <hint>` without running it or counting the call. Conditions are checked
+    on every call and every time the description is read. Chained domain tools are never locked (TC-11). The
+    result is packaged like `SimpleAgenticTool`'s (PB-16).
+
+    ```python
+    researcher = (PlaybookTool('researcher', 'Research and analyze topics', model=model)
+                  .with_tools(search, fetch)            # always available
+                  .with_tool(analyze).unlocked_by(search)
+                  .with_tool(report).unlocked_by_all(search, analyze)
+                  .with_tool(finish).unlocked_when(lambda ctx: ctx.iteration_count >= 3))
+    ```
+    """
+
+    kind = 'PlaybookTool'
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        *,
+        tools: Iterable[object] = (),
+        model: Model | str | None = None,
+        system_prompt: SystemPrompt | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        parameters: Sequence[Parameter] = (),
+        metadata: ToolMetadata | None = None,
+    ) -> None:
+        super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
+                         parameters=parameters, metadata=metadata)
+        self.tools: tuple[Tool, ...] = resolve_tools(tools, f'PlaybookTool {name!r} tools')
+        """The always-available sub-tools."""
+        self.locked_tools: tuple[LockedTool, ...] = ()
+        """The sub-tools with an unlock condition."""
+        check_unique(self.tools, f'PlaybookTool {name!r}')
+
+    @property
+    def unlocked_tool_count(self) -> int:
+        return len(self.tools)
+
+    @property
+    def locked_tool_count(self) -> int:
+        return len(self.locked_tools)
+
+    def _all_static(self) -> list[Tool]:
+        return [*self.tools, *(locked.tool for locked in self.locked_tools)]
+
+    def with_tools(self, *tools: Any) -> PlaybookTool:
+        """A copy with more always-available sub-tools."""
+        added = (*self.tools, *resolve_tools(tools, f'with_tools of PlaybookTool {self.name!r}'))
+        check_unique([*added, *(locked.tool for locked in self.locked_tools)], f'PlaybookTool {self.name!r}')
+        return self._copy(tools=added)
+
+    def with_tool_object(self, obj: object) -> PlaybookTool:
+        """A copy with the `@tool` methods of `obj` as always-available sub-tools (objects without any: ignored)."""
+        return self.with_tools(*object_tools([obj]))
+
+    def with_tool_objects(self, *objects: object) -> PlaybookTool:
+        return self.with_tools(*object_tools(objects))
+
+    def with_tool(self, tool: Any) -> ToolRegistration:
+        """Start registering a locked sub-tool; finish with one of the `ToolRegistration` forms."""
+        resolved = resolve_tools([tool], f'with_tool of PlaybookTool {self.name!r}')
+        if len(resolved) != 1:
+            raise UserError(f'with_tool of PlaybookTool {self.name!r} takes one tool, but {tool!r} gives '
+                            f'{len(resolved)}: {[t.name for t in resolved]}. Register them one by one.')
+        return ToolRegistration(resolved[0], self)
+
+    def _add_locked(self, locked: LockedTool) -> PlaybookTool:
+        check_unique([*self._all_static(), locked.tool], f'PlaybookTool {self.name!r}')
+        return self._copy(locked_tools=(*self.locked_tools, locked))
+
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        if not self._all_static() and not self.has_tool_chaining:  # PB-14, TC-12
+            return ToolResult.failure('No tools available for PlaybookTool')
+        process = current_process()
+        if process is None:
+            return ToolResult.failure(NO_PROCESS)
+        text = self.input_text(arguments)
+        if isinstance(text, ToolResult):
+            return text
+        state = _PlaybookState(self.new_state(unpack_collections=True))
+        tools: list[Tool] = [_RecordingTool(tool, state) for tool in self.tools]
+        tools.extend(_ConditionalTool(locked.tool, locked.condition, state) for locked in self.locked_tools)
+        tools.extend(self.placeholders(state.run))
+        instructions = self.make_prompt(process, text, default_playbook_prompt(self.description))
+        result = await self.run_inner(process, context, tools, instructions, text, state.run)
+        return state.run.package(result.output)
