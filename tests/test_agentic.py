@@ -254,7 +254,8 @@ async def test_max_iterations_stops_the_inner_loop_with_a_readable_failure() -> 
     assert run.output == 'outer done'
 
 
-async def test_a_hanging_sub_tool_is_cancelled_by_the_outer_timeout() -> None:
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_a_hanging_sub_tool_is_cancelled_by_the_outer_timeout(anyio_backend: str) -> None:
     @tool
     async def hang() -> str:
         """Never returns."""
@@ -339,3 +340,34 @@ async def test_agentic_tool_runs_from_a_plan_step_too() -> None:
     outer = ScriptedModel([call('execute_tool_plan', plan), 'done'])
     run = await Agent(outer, tools=[agentic], tool_planning=True).run('go')
     assert run.plan_runs and run.plan_runs[0].steps[0].output == 'planned answer'
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_cancelling_the_outer_run_cancels_the_inner_loop(anyio_backend: str) -> None:
+    finished: list[str] = []
+
+    @tool
+    async def hang() -> str:
+        """Never returns."""
+        await anyio.sleep(30)
+        finished.append('hang')
+        return 'late'
+
+    agentic = SimpleAgenticTool('slow', 'Slow', tools=[hang], model=ScriptedModel([call('hang'), 'never']))
+    outer = ScriptedModel([call('slow'), 'never'])
+    started = time.perf_counter()
+    with anyio.move_on_after(0.3) as scope:
+        await Agent(outer, tools=[agentic]).run('go')
+    assert scope.cancelled_caught and time.perf_counter() - started < 5
+    assert finished == []
+
+
+async def test_unfolding_sub_tools_unfold_and_their_tools_are_tracked() -> None:
+    from toolweave import UnfoldingTool
+
+    docs = UnfoldingTool.of('documents', 'Document operations. Invoke to see them.', [write_doc, write_docs])
+    inner = ScriptedModel([call('documents'), call('write_doc', {'title': 'unfolded'}), 'wrote'])
+    result, _ = await run_inside(SimpleAgenticTool('w', 'd', tools=[docs], model=inner), {})
+    assert [t.name for t in inner.requests[0].tools] == ['documents']
+    assert 'write_doc' in [t.name for t in inner.requests[1].tools]
+    assert isinstance(result.value, Doc) and result.value.title == 'unfolded'

@@ -38,7 +38,7 @@ def tool_texts(messages: Any) -> list[str]:
     return [m.content for m in messages if isinstance(m, ToolMessage)]
 
 
-def call(name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+def call(name: str, arguments: dict[str, Any] | str | None = None) -> dict[str, Any]:
     return {'tool': name, 'arguments': arguments or {}}
 
 
@@ -359,3 +359,56 @@ async def test_failed_facade_call_does_not_unfold() -> None:
     result = await Agent(model, tools=[facade]).run('go')
     assert tool_texts(result.messages) == ['Error: pick a level']
     assert offered(model, 1) == ['levels']
+
+
+def plan_call(*steps: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    import json
+
+    return call('execute_tool_plan', {'steps': [{'id': sid, 'tool': name, 'arguments': json.dumps(arguments)}
+                                                for sid, name, arguments in steps]})
+
+
+async def test_facade_called_in_a_plan_unfolds_too() -> None:
+    facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
+    seen: list[dict[str, Any]] = []
+    other = FakeTool('other', lambda args: seen.append(args) or 'ok')
+    model = ScriptedModel([plan_call(('s1', 'group', {}), ('s2', 'other', {'x': '$ref:s1'})), call('a'), 'done'])
+    result = await Agent(model, tools=[facade, other], tool_planning=True).run('go')
+    assert offered(model, 1) == ['other', 'execute_tool_plan', 'a', 'group', 'group_context']
+    # a reference to the facade step reads the unfold message as text
+    assert seen[0]['x'].startswith('Tools now available: a.')
+    assert result.output == 'done'
+
+
+async def test_facade_step_with_nothing_to_reveal_does_not_unfold() -> None:  # UF-9
+    facade = UnfoldingTool.selectable('levels', 'Levels', [FakeTool('a')], None,
+                                      lambda raw: [] if 'none' in raw else [FakeTool('b')])
+    model = ScriptedModel([plan_call(('s1', 'levels', {'pick': 'none'}), ('s2', 'missing', {})), 'done'])
+    await Agent(model, tools=[facade], tool_planning=True).run('go')
+    assert offered(model, 1) == ['levels', 'execute_tool_plan']
+
+
+async def test_facade_twice_in_one_plan_unfolds_once() -> None:  # UF-6
+    facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
+    model = ScriptedModel([plan_call(('s1', 'group', {}), ('s2', 'group', {})), 'done'])
+    await Agent(model, tools=[facade], tool_planning=True).run('go')
+    assert offered(model, 1) == ['execute_tool_plan', 'a', 'group', 'group_context']
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_shortcut_to_a_hanging_tool_times_out_and_still_unfolds(anyio_backend: str) -> None:
+    stuck = FakeTool('stuck', hang=True)
+    facade = UnfoldingTool.of('group', 'Group', [stuck, FakeTool('fine')])
+    model = ScriptedModel([call('group', {'stuck': {}}), call('fine'), 'done'])
+    result = await Agent(model, tools=[facade], tool_timeout=0.05).run('go')
+    assert 'timed out' in tool_texts(result.messages)[0]
+    assert offered(model, 1) == ['stuck', 'fine', 'group', 'group_context']
+    assert result.output == 'done'
+
+
+async def test_malformed_facade_arguments_unfold_normally() -> None:  # UF-28 in the loop
+    facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
+    model = ScriptedModel([call('group', '{"broken": '), 'done'])
+    result = await Agent(model, tools=[facade]).run('go')
+    assert tool_texts(result.messages)[0].startswith('Tools now available: a.')
+    assert offered(model, 1) == ['a', 'group', 'group_context']

@@ -1,18 +1,21 @@
-"""Context -> `_meta` converters (spec §13 CX-17, CX-18) and `_meta` -> context on the server side."""
+"""Context -> `_meta` converters (spec §13 CX-17, CX-18), `_meta` -> context on the server side, and server tool
+names adapted to the name rule (D1)."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
+import anyio
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_server_fixture import raw_server
 from toolweave import ToolCallContext, ToolConfigurationError, UserError
-from toolweave.mcp import McpMetaConverter, McpToolset, context_from_meta, is_reserved_meta_key
+from toolweave.mcp import McpMetaConverter, McpTool, McpToolset, context_from_meta, is_reserved_meta_key
 
 pytestmark = pytest.mark.anyio
 
@@ -145,3 +148,27 @@ async def test_context_value_that_is_not_json_is_a_configuration_error() -> None
     async with McpToolset(raw_server()) as tools:
         with pytest.raises(ToolConfigurationError, match=r"Context entry 'db'.*deny_keys\('db'\)"):
             await tools.get('meta_echo').call({}, {'db': object()})
+
+
+# D1: server tool names at the MCP boundary (sync: hypothesis drives its own event loops)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=90), min_size=1, max_size=6, unique=True))
+def test_adapted_names_always_follow_the_rule_and_stay_distinct(names: list[str]) -> None:  # D1
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name=n, input_schema={'type': 'object'}) for n in names])
+
+    async def adapted() -> tuple[list[str], list[str]]:
+        async with McpToolset(Server('generated', on_list_tools=list_tools)) as tools:
+            return tools.names, [t.mcp_name for t in tools.tools if isinstance(t, McpTool)]
+
+    first, originals = anyio.run(adapted)
+    assert originals == names and len(set(first)) == len(names)
+    assert all(re.fullmatch(r'[A-Za-z0-9_-]{1,64}', name) for name in first)
+    assert [a for a, n in zip(first, names, strict=True) if re.fullmatch(r'[A-Za-z0-9_-]{1,64}', n)] == [
+        n for n in names if re.fullmatch(r'[A-Za-z0-9_-]{1,64}', n)]  # valid names are kept
+    assert anyio.run(adapted)[0] == first  # the same server always gives the same names

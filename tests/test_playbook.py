@@ -21,6 +21,7 @@ from toolweave import (
     OnBlackboardMatching,
     PlaybookContext,
     PlaybookTool,
+    ToolConfigurationError,
     ToolResult,
     UnlockCondition,
     UserError,
@@ -397,3 +398,27 @@ async def test_each_call_starts_with_fresh_state() -> None:
     outer = ScriptedModel([call('p'), call('p'), 'done'])
     await Agent(outer, tools=[playbook]).run('go')
     assert tool_outputs(inner)[-1] == f'{LOCKED} You must first use: search'
+
+
+async def test_a_prerequisite_that_names_no_tool_is_a_configuration_error() -> None:
+    inner = ScriptedModel(['never'])
+    typo = PlaybookTool('p', 'd', model=inner, tools=[search]).with_tool(analyze).unlocked_by_any('serch', search)
+    with pytest.raises(ToolConfigurationError, match=r"unlocked by \['serch'\]"):
+        await run_inside(typo)
+    assert inner.call_count == 0
+    later = PlaybookTool('p', 'd', model=ScriptedModel(['fine'])).with_tool(analyze).unlocked_by('search')
+    result, _ = await run_inside(later.with_tools(search))  # added after the registration: fine
+    assert result.output == 'fine'
+    auto = PlaybookTool('p', 'd', model=ScriptedModel(['fine']), tools=[search]).with_tool(analyze).unlocked_by('x')
+    result, _ = await run_inside(auto.with_tool_chaining_from_any())  # any name may still appear
+    assert result.output == 'fine'
+
+
+async def test_unfolded_tools_count_as_calls() -> None:
+    from toolweave import UnfoldingTool
+
+    group = UnfoldingTool.of('research', 'Research tools. Invoke to see them.', [search, fetch])
+    inner = ScriptedModel([call('research'), call('search'), call('analyze'), 'done'])
+    playbook = PlaybookTool('p', 'd', model=inner, tools=[group]).with_tool(analyze).unlocked_by(search)
+    await run_inside(playbook.with_tools(make('unused')))
+    assert tool_outputs(inner)[-2:] == ['search ok', 'analyze ok']

@@ -677,3 +677,17 @@ def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: py
 def test_public_classes_show_the_public_module() -> None:
     for cls in (UnfoldingTool, UnfoldingSelection, UnfoldingInjectionStrategy, ToolInjection, ToolCallOutcome):
         assert cls.__module__ == 'toolweave'
+
+
+def test_selection_value_is_the_message_text() -> None:
+    import copy
+    import pickle
+
+    facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')])
+    result = facade.call_sync('{}')
+    value = result.value
+    assert isinstance(value, UnfoldingSelection) and value == result.output and value.facade is facade
+    assert result.artifact is None  # sinks and tool chaining see plain text, not an object
+    assert copy.deepcopy(value) is value and json.dumps(value) == json.dumps(result.output)
+    restored = pickle.loads(pickle.dumps(value))
+    assert type(restored) is str and restored == result.output

@@ -259,7 +259,8 @@ async def test_custom_prompts() -> None:
     assert len(seen) == 1 and seen[0][1:] == ('{}', Phase.PROCESSING) and isinstance(seen[0][0], AgentProcess)
 
 
-async def test_parallel_calls_in_one_reply_see_one_state() -> None:
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_parallel_calls_in_one_reply_see_one_state(anyio_backend: str) -> None:
     inner = ScriptedModel([[call('start'), call('status')], call('finish'), 'done'])
     await run_inside(machine_for(inner))
     assert tool_outputs(inner) == ['start ok', 'status ok', 'finish ok']

@@ -18,6 +18,7 @@ from toolweave import (
     StateMachineTool,
     ToolCallOutcome,
     ToolChainingInjectionStrategy,
+    ToolConfigurationError,
     ToolInjection,
     ToolResult,
     UserError,
@@ -402,3 +403,27 @@ async def test_chaining_only_agentic_tool_runs_inside_a_process() -> None:  # TC
     agentic = SimpleAgenticTool('s', 'd', model=FunctionModel(reply)).with_tool_chaining_from(User)
     result, _ = await run_inside(agentic, {})
     assert result.ok and result.output == 'no tools needed'
+
+
+async def test_chaining_on_a_plain_agent_through_the_injection_hook() -> None:  # TC-3, TC-8, TC-9
+    tracker = DomainToolTracker([DomainToolSource(User)], auto_discovery=True)
+    model = ScriptedModel([call('get_user', {'name': 'Dana'}), call('get_profile'), call('get_order', {'number': 4}),
+                           call('cancel'), 'done'])
+    agent = Agent(model, tools=[get_user, get_order, *tracker.placeholders()],
+                  injection_strategies=[ToolChainingInjectionStrategy(tracker, offer_results=True)])
+    run = await agent.run('go')
+    outputs = [m.content for m in run.messages if m.role == 'tool']
+    assert outputs[1] == 'Profile for Dana' and outputs[3] == 'Order 4 cancelled'
+    assert [t.name for t in model.requests[3].tools][-1] == 'cancel'
+    assert [t.name for t in agent.tool_definitions()] == ['get_user', 'get_order', 'get_profile', 'update_settings']
+
+
+async def test_a_sub_tool_clashing_with_a_chained_tool_is_a_configuration_error() -> None:
+    @tool
+    def get_profile() -> str:
+        """A static tool with a chained tool's name."""
+        return 'static'
+
+    clash = SimpleAgenticTool('u', 'd', model=ScriptedModel(['x']), tools=[get_profile]).with_tool_chaining_from(User)
+    with pytest.raises(ToolConfigurationError, match="SimpleAgenticTool 'u': Duplicate tool name: 'get_profile'"):
+        await run_inside(clash, {})

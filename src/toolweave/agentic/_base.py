@@ -289,8 +289,11 @@ class AgenticTool(Tool):
         instructions: str,
         text: str,
         state: RunState,
+        decorate: Callable[[Tool], Tool] | None = None,
     ) -> AgentRunResult:
-        """Run the inner agent loop as a child of `process`."""
+        """Run the inner agent loop as a child of `process`. Tools injected during the run (an unfolding
+        sub-tool's inner tools, auto-discovered chained tools) are wrapped by `decorate` (default: tracked like
+        the static sub-tools)."""
         from toolweave.agent._agent import Agent
 
         if self.model is None:
@@ -298,13 +301,15 @@ class AgenticTool(Tool):
                 f'{self.kind} {self._name!r} has no model for its inner loop. Give it one: '
                 f"`{self.kind}(..., model='openai:gpt-4o-mini')` or `.with_model(model)`."
             )
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {'tool_decorator': decorate or (lambda tool: TrackingTool(tool, state))}
         if state.tracker is not None and state.tracker.auto_discovery:
-            # TC-9: discovered tools enter the inner loop through the loop's injection hook, tracked like the rest
+            # TC-9: discovered tools enter the inner loop through the loop's injection hook
             extra['injection_strategies'] = [ToolChainingInjectionStrategy(state.tracker)]
-            extra['tool_decorator'] = lambda tool: TrackingTool(tool, state)
-        agent = Agent(self.model, instructions=instructions, tools=list(tools), max_iterations=self.max_iterations,
-                      name=self._name, **extra)
+        try:
+            agent = Agent(self.model, instructions=instructions, tools=list(tools), max_iterations=self.max_iterations,
+                          name=self._name, **extra)
+        except DuplicateToolError as exc:  # a sub-tool clashes with a chained tool: only the developer can fix it
+            raise ToolConfigurationError(f'{self.kind} {self._name!r}: {exc}') from exc
         run_context = {key: value for key, value in context.items() if key != LOOP_ID_KEY}
         return await agent._run(text, context=run_context, parent=process)
 

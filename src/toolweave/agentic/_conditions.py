@@ -28,6 +28,7 @@ __all__ = (
     'WhenPredicate',
     'as_condition',
     'evaluate',
+    'prerequisite_names',
 )
 
 _UNMET = 'Prerequisites have not been met yet.'
@@ -235,3 +236,12 @@ def evaluate(condition: UnlockCondition, context: PlaybookContext) -> tuple[bool
     except Exception as exc:
         return False, (f'Its unlock condition {condition!r} failed: {type(exc).__name__}: {exc}. '
                        'Use other tools.')
+
+
+def prerequisite_names(condition: UnlockCondition) -> list[str]:
+    """Every tool name an `AfterTools` inside `condition` waits for (through `AnyOf` and `AllOf`)."""
+    if isinstance(condition, AfterTools):
+        return list(condition.names)
+    if isinstance(condition, AnyOf | AllOf):
+        return [name for inner in condition.conditions for name in prerequisite_names(inner)]
+    return []

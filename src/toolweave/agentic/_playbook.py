@@ -30,8 +30,9 @@ from toolweave.agentic._conditions import (
     UnlockCondition,
     as_condition,
     evaluate,
+    prerequisite_names,
 )
-from toolweave.exceptions import UserError
+from toolweave.exceptions import ToolConfigurationError, UserError
 from toolweave.models._base import Model
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata
@@ -250,12 +251,29 @@ class PlaybookTool(AgenticTool):
         check_unique([*self._all_static(), locked.tool], f'PlaybookTool {self.name!r}')
         return self._copy(locked_tools=(*self.locked_tools, locked))
 
+    def _check_prerequisites(self) -> None:
+        """A prerequisite naming no tool of this playbook could never be met: a developer mistake (a typo, or a
+        tool not added). Auto-discovery may bring any name, so it is not checked then."""
+        if self.auto_discovery:
+            return
+        known = {tool.name for tool in self._all_static()}
+        known.update(name for source in self.domain_tool_sources for name in source.tool_names)
+        for locked in self.locked_tools:
+            unknown = [name for name in prerequisite_names(locked.condition) if name not in known]
+            if unknown:
+                raise ToolConfigurationError(
+                    f'Tool {locked.tool.name!r} of PlaybookTool {self.name!r} is unlocked by {unknown!r}, which '
+                    f'is not a tool of this playbook (tools: {sorted(known)}). Add the tool with `.with_tools(...)` '
+                    'or fix the name.'
+                )
+
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if not self._all_static() and not self.has_tool_chaining:  # PB-14, TC-12
             return ToolResult.failure('No tools available for PlaybookTool')
         process = current_process()
         if process is None:
             return ToolResult.failure(NO_PROCESS)
+        self._check_prerequisites()
         text = self.input_text(arguments)
         if isinstance(text, ToolResult):
             return text
@@ -264,5 +282,6 @@ class PlaybookTool(AgenticTool):
         tools.extend(_ConditionalTool(locked.tool, locked.condition, state) for locked in self.locked_tools)
         tools.extend(self.placeholders(state.run))
         instructions = self.make_prompt(process, text, default_playbook_prompt(self.description))
-        result = await self.run_inner(process, context, tools, instructions, text, state.run)
+        result = await self.run_inner(process, context, tools, instructions, text, state.run,
+                                      lambda tool: _RecordingTool(tool, state))
         return state.run.package(result.output)

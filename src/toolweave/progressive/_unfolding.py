@@ -87,10 +87,10 @@ class UnfoldingSelection(str):
     sinks see plain text), carrying the tools it revealed. The loop's unfolding strategy injects exactly these
     (a selector that builds tools runs once per call, so the tools share that call's state, UF-30)."""
 
-    facade: UnfoldingTool | None
+    facade: UnfoldingTool
     tools: tuple[Tool, ...]
 
-    def __new__(cls, text: str, facade: UnfoldingTool | None, tools: Iterable[Tool]) -> UnfoldingSelection:
+    def __new__(cls, text: str, facade: UnfoldingTool, tools: Iterable[Tool]) -> UnfoldingSelection:
         selection = super().__new__(cls, text)
         selection.facade = facade
         selection.tools = tuple(tools)
