@@ -13,13 +13,17 @@ from toolweave import (
     Agent,
     AgentProcess,
     AgentRunResult,
+    Budget,
     DuplicateToolError,
+    ExitEarly,
+    ModelSettings,
     Parameter,
     SimpleAgenticTool,
     ToolCallContext,
     ToolConfigurationError,
     ToolNameError,
     ToolResult,
+    UsageLimitExceeded,
     UserError,
     current_process,
     tool,
@@ -102,6 +106,8 @@ def test_with_methods_return_copies() -> None:
     assert base.max_iterations == 20 and limited.max_iterations == 3
     assert base.model is None and modelled.model is model
     assert base.with_capture_nested_artifacts().capture_nested_artifacts and not base.capture_nested_artifacts
+    warm = base.with_settings(ModelSettings(temperature=0.2))
+    assert base.settings is None and warm.settings == ModelSettings(temperature=0.2)
 
 
 def test_tool_objects_add_their_methods_and_others_are_ignored() -> None:  # DT-9
@@ -131,6 +137,8 @@ def test_bad_configuration_fails_at_build_time() -> None:
     for bad in (0, -1, True, 2.5):
         with pytest.raises(UserError, match='max_iterations'):
             SimpleAgenticTool('ok', 'd', max_iterations=bad)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match='ModelSettings'):
+        SimpleAgenticTool('ok', 'd', settings={'temperature': 0})  # type: ignore[arg-type]
     with pytest.raises(UserError, match='Parameter'):
         SimpleAgenticTool('ok', 'd').with_parameter('topic')  # type: ignore[arg-type]
     with pytest.raises(UserError, match='twice'):
@@ -197,9 +205,11 @@ async def test_inner_model_orchestrates_the_sub_tools() -> None:
 
 async def test_fixed_and_dynamic_system_prompts() -> None:
     inner = ScriptedModel(['a', 'b'])
-    fixed = SimpleAgenticTool('math', 'd', tools=[add], model=inner, system_prompt='Use the tools.')
+    fixed = SimpleAgenticTool('math', 'd', tools=[add], model=inner, system_prompt='Use the tools.',
+                              settings=ModelSettings(max_tokens=50))
     await run_inside(fixed, {})
     assert inner.requests[0].messages[0].content == 'Use the tools.'
+    assert inner.requests[0].settings == ModelSettings(max_tokens=50)
     seen: list[tuple[object, str]] = []
 
     def prompt(process: AgentProcess, text: str) -> str:
@@ -371,3 +381,61 @@ async def test_unfolding_sub_tools_unfold_and_their_tools_are_tracked() -> None:
     assert [t.name for t in inner.requests[0].tools] == ['documents']
     assert 'write_doc' in [t.name for t in inner.requests[1].tools]
     assert isinstance(result.value, Doc) and result.value.title == 'unfolded'
+
+
+async def test_inner_run_gets_only_what_is_left_of_the_outer_budget() -> None:
+    inner = ScriptedModel([call('add', {'a': 1, 'b': 2}), call('add', {'a': 3, 'b': 4}), 'never reached'])
+    agentic = SimpleAgenticTool('math', 'd', tools=[add], model=inner)
+    outer = ScriptedModel([call('math'), 'never reached'])
+    with pytest.raises(UsageLimitExceeded, match='max_llm_calls=3') as caught:
+        await Agent(outer, tools=[agentic], budget=Budget(max_llm_calls=3)).run('go')
+    assert inner.call_count == 2
+    process = caught.value.process
+    assert isinstance(process, AgentProcess) and process.usage.llm_calls == 3
+    failure = process.history[0].result
+    assert not failure.ok and 'LLM call budget exhausted' in (failure.error or '')
+
+
+async def test_exit_early_from_a_sub_tool_stops_the_whole_run() -> None:
+    @tool
+    def stop() -> str:
+        """Stop everything."""
+        raise ExitEarly('the task is over')
+
+    agentic = SimpleAgenticTool('s', 'd', tools=[stop], model=ScriptedModel([call('stop'), 'never']))
+    outer = ScriptedModel([call('s'), 'never'])
+    with pytest.raises(ExitEarly, match='the task is over'):
+        await Agent(outer, tools=[agentic]).run('go')
+    assert outer.call_count == 1
+
+
+async def test_the_callers_review_handler_gates_sub_tools() -> None:
+    from toolweave import CallbackReviewHandler
+
+    @tool(requires_approval=True)
+    def delete_all() -> str:
+        """Delete everything."""
+        return 'deleted'
+
+    reviewed: list[str] = []
+
+    async def reviewer(request: Any) -> bool:
+        reviewed.append(request.tool_name)
+        return False
+
+    inner = ScriptedModel([call('delete_all'), 'refused'])
+    agentic = SimpleAgenticTool('admin', 'd', tools=[delete_all], model=inner)
+    outer = ScriptedModel([call('admin'), 'done'])
+    await Agent(outer, tools=[agentic], review_handler=CallbackReviewHandler(reviewer)).run('go')
+    assert reviewed == ['delete_all']
+    assert not inner.last_messages[-1].content.endswith('deleted')
+
+
+async def test_model_strings_are_resolved_at_the_first_call() -> None:
+    bad = SimpleAgenticTool('s', 'd', tools=[add], model='nope')
+    with pytest.raises(ToolConfigurationError, match="Model of SimpleAgenticTool 's'.*no provider prefix"):
+        await run_inside(bad, {})
+    local = SimpleAgenticTool('s', 'd', tools=[add], model='ollama:qwen2.5')
+    result, _ = await run_inside(local, {})  # the test suite blocks real requests: a readable failure
+    assert not result.ok and result.error
+    assert local.model is not None and not isinstance(local.model, str) and local.model.name == 'ollama:qwen2.5'

@@ -299,3 +299,15 @@ async def test_tool_added_to_the_toolset_later_is_used() -> None:  # MT-6 via ru
 def test_run_plan_sync() -> None:
     run = toolweave.run_plan_sync({'steps': [step('a', 'echo', {'v': 1})]}, [echo_tool()])
     assert run.summary == '{"a": {"v": 1}}'
+
+
+class Interrupt(BaseException):
+    """Not an `Exception`: `Tool.call` lets it through, like KeyboardInterrupt."""
+
+
+async def test_a_base_exception_from_a_tool_propagates_unwrapped() -> None:
+    hang = FakeTool('hang', hang=True)
+    plan = {'steps': [step('h', 'hang'), step('i', 'interrupt')]}
+    with pytest.raises(Interrupt):
+        await toolweave.run_plan(plan, [hang, FakeTool('interrupt', raises=Interrupt(), delay=0.01)])
+    assert hang.calls[0].ended is not None

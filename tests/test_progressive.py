@@ -691,3 +691,25 @@ def test_selection_value_is_the_message_text() -> None:
     assert copy.deepcopy(value) is value and json.dumps(value) == json.dumps(result.output)
     restored = pickle.loads(pickle.dumps(value))
     assert type(restored) is str and restored == result.output
+
+
+def test_toolset_resolves_an_unfolding_tools_object_to_one_facade() -> None:
+    from toolweave import Toolset, UnfoldingTool, tool, unfolding_tools
+
+    @unfolding_tools(name='music', description='Music controls')
+    class Music:
+        @tool
+        def play(self, song: str) -> str:
+            """Play a song."""
+            return f'playing {song}'
+
+        @tool
+        def pause(self) -> str:
+            """Pause playback."""
+            return 'paused'
+
+    toolset = Toolset([Music()])
+    assert toolset.names == ['music']
+    facade = toolset.get('music')
+    assert isinstance(facade, UnfoldingTool)
+    assert sorted(t.name for t in facade.inner_tools) == ['pause', 'play']

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 
 from pydantic import ValidationError
 
-from toolweave.agent._process import AgentProcess, current_process
+from toolweave.agent._process import AgentProcess, Budget, current_process
 from toolweave.agentic._chaining import (
     DomainToolPredicate,
     DomainToolSource,
@@ -21,8 +21,8 @@ from toolweave.agentic._chaining import (
     unpack_artifact,
 )
 from toolweave.decorators import DelegatingTool
-from toolweave.exceptions import DuplicateToolError, ToolConfigurationError, UserError
-from toolweave.models._base import Model
+from toolweave.exceptions import ControlFlowSignal, DuplicateToolError, ToolConfigurationError, UserError
+from toolweave.models._base import Model, ModelSettings
 from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
 from toolweave.tools._function import tools_from_safely
@@ -45,6 +45,7 @@ __all__ = (
     'check_unique',
     'default_system_prompt',
     'object_tools',
+    'remaining_budget',
     'resolve_tools',
 )
 
@@ -132,6 +133,8 @@ class TrackingTool(DelegatingTool):
     def after(self, result: ToolResult) -> ToolResult:
         try:
             self.state.observe(self.delegate, result)
+        except (ToolConfigurationError, ControlFlowSignal):
+            raise
         except Exception as exc:  # a tool chaining predicate raised
             return ToolResult.failure(f'Tool {self.name!r} succeeded but tool chaining failed on its result: '
                                       f'{type(exc).__name__}: {exc}. Fix the predicate given to '
@@ -155,6 +158,8 @@ class AgenticTool(Tool):
     - **Input**: declare parameters with `with_parameter`; the validated arguments, as compact JSON, are the
       inner model's user message.
     - **Context**: the call's context reaches every inner tool call (with the inner loop's own loop id).
+    - **Budget**: the inner run may use only what is left of the calling run's `Budget`; beyond that it stops
+      and the call fails with the budget message (the calling run then stops at its next check).
     """
 
     kind: ClassVar[str] = 'AgenticTool'
@@ -170,6 +175,7 @@ class AgenticTool(Tool):
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         parameters: Sequence[Parameter] = (),
         metadata: ToolMetadata | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         check_tool_name(name, where=f'{type(self).__name__}')
         if not isinstance(description, str):
@@ -179,6 +185,8 @@ class AgenticTool(Tool):
         self.model: Model | str | None = _check_model(model, name)
         self.system_prompt: SystemPrompt | None = _check_prompt(system_prompt, name)
         self.max_iterations = _check_iterations(max_iterations, name)
+        self.settings: ModelSettings | None = _check_settings(settings, name)
+        """Model settings (temperature, max tokens...) of every inner model call."""
         self.parameters: tuple[Parameter, ...] = tuple(parameters)
         self.metadata = metadata or ToolMetadata()
         self.domain_tool_sources: tuple[DomainToolSource[Any], ...] = ()
@@ -214,6 +222,10 @@ class AgenticTool(Tool):
     def with_model(self, model: Model | str) -> Self:
         """A copy whose inner loop uses `model` (a `Model` or a model string such as `'openai:gpt-4o-mini'`)."""
         return self._copy(model=_check_model(model, self._name))
+
+    def with_settings(self, settings: ModelSettings) -> Self:
+        """A copy whose inner model calls use these model settings."""
+        return self._copy(settings=_check_settings(settings, self._name))
 
     def with_system_prompt(self, prompt: SystemPrompt) -> Self:
         """A copy with a fixed system prompt, or a function `fn(process, input) -> str` called per call."""
@@ -301,13 +313,21 @@ class AgenticTool(Tool):
                 f'{self.kind} {self._name!r} has no model for its inner loop. Give it one: '
                 f"`{self.kind}(..., model='openai:gpt-4o-mini')` or `.with_model(model)`."
             )
-        extra: dict[str, Any] = {'tool_decorator': decorate or (lambda tool: TrackingTool(tool, state))}
-        if state.tracker is not None and state.tracker.auto_discovery:
-            # TC-9: discovered tools enter the inner loop through the loop's injection hook
-            extra['injection_strategies'] = [ToolChainingInjectionStrategy(state.tracker)]
+        if isinstance(self.model, str):  # resolved once: a provider model string builds a client
+            from toolweave.models import infer_model
+
+            try:
+                self.model = infer_model(self.model)
+            except UserError as exc:
+                raise ToolConfigurationError(f'Model of {self.kind} {self._name!r}: {exc}') from exc
+        # TC-9: auto-discovered tools enter the inner loop through the loop's injection hook
+        strategies = [] if state.tracker is None or not state.tracker.auto_discovery else [
+            ToolChainingInjectionStrategy(state.tracker)]
         try:
             agent = Agent(self.model, instructions=instructions, tools=list(tools), max_iterations=self.max_iterations,
-                          name=self._name, **extra)
+                          settings=self.settings, name=self._name, budget=remaining_budget(process),
+                          injection_strategies=strategies,
+                          tool_decorator=decorate or (lambda tool: TrackingTool(tool, state)))
         except DuplicateToolError as exc:  # a sub-tool clashes with a chained tool: only the developer can fix it
             raise ToolConfigurationError(f'{self.kind} {self._name!r}: {exc}') from exc
         run_context = {key: value for key, value in context.items() if key != LOOP_ID_KEY}
@@ -321,6 +341,18 @@ class AgenticTool(Tool):
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(name={self._name!r})'
+
+
+def remaining_budget(process: AgentProcess) -> Budget:
+    """What is left of the calling run's budget: the inner run may use no more (its usage is added to the
+    caller's when it ends, so together they stay within the caller's limits)."""
+    budget, used = process.budget, process.usage
+
+    def left(limit: int | None, spent: int) -> int | None:
+        return None if limit is None else max(0, limit - spent)
+
+    return Budget(left(budget.max_llm_calls, used.llm_calls), left(budget.max_tokens, used.total_tokens),
+                  left(budget.max_tool_calls, used.tool_calls))
 
 
 def check_unique(tools: Iterable[Tool], owner: str) -> None:
@@ -347,6 +379,13 @@ def _check_model(model: object, name: str) -> Model | str | None:
         return model
     raise UserError(f'model of agentic tool {name!r} must be a Model or a model string such as '
                     f"'openai:gpt-4o-mini', got {type(model).__name__} {model!r}.")
+
+
+def _check_settings(settings: object, name: str) -> ModelSettings | None:
+    if settings is None or isinstance(settings, ModelSettings):
+        return settings
+    raise UserError(f'settings of agentic tool {name!r} must be a ModelSettings, got {type(settings).__name__} '
+                    f'{settings!r}.')
 
 
 def _check_prompt(prompt: object, name: str) -> SystemPrompt | None:

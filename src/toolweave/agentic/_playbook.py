@@ -33,7 +33,7 @@ from toolweave.agentic._conditions import (
     prerequisite_names,
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.models._base import Model
+from toolweave.models._base import Model, ModelSettings
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata
 from toolweave.tools._programmatic import Parameter
@@ -206,9 +206,10 @@ class PlaybookTool(AgenticTool):
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         parameters: Sequence[Parameter] = (),
         metadata: ToolMetadata | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
-                         parameters=parameters, metadata=metadata)
+                         parameters=parameters, metadata=metadata, settings=settings)
         self.tools: tuple[Tool, ...] = resolve_tools(tools, f'PlaybookTool {name!r} tools')
         """The always-available sub-tools."""
         self.locked_tools: tuple[LockedTool, ...] = ()
@@ -253,8 +254,10 @@ class PlaybookTool(AgenticTool):
 
     def _check_prerequisites(self) -> None:
         """A prerequisite naming no tool of this playbook could never be met: a developer mistake (a typo, or a
-        tool not added). Auto-discovery may bring any name, so it is not checked then."""
-        if self.auto_discovery:
+        tool not added). Auto-discovery and unfolding sub-tools may bring other names, so then it is not checked."""
+        from toolweave.progressive._unfolding import find_unfolding
+
+        if self.auto_discovery or any(find_unfolding(tool) is not None for tool in self._all_static()):
             return
         known = {tool.name for tool in self._all_static()}
         known.update(name for source in self.domain_tool_sources for name in source.tool_names)

@@ -17,7 +17,7 @@ from toolweave.agentic._base import (
     object_tools,
     resolve_tools,
 )
-from toolweave.models._base import Model
+from toolweave.models._base import Model, ModelSettings
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolMetadata
 from toolweave.tools._programmatic import Parameter
@@ -66,9 +66,10 @@ class SimpleAgenticTool(AgenticTool):
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         parameters: Sequence[Parameter] = (),
         metadata: ToolMetadata | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
-                         parameters=parameters, metadata=metadata)
+                         parameters=parameters, metadata=metadata, settings=settings)
         self.tools: tuple[Tool, ...] = resolve_tools(tools, f'SimpleAgenticTool {name!r} tools')
         check_unique(self.tools, f'SimpleAgenticTool {name!r}')
 

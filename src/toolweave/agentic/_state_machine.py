@@ -20,7 +20,7 @@ from toolweave.agentic._base import (
     resolve_tools,
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.models._base import Model
+from toolweave.models._base import Model, ModelSettings
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata
 from toolweave.tools._programmatic import Parameter
@@ -132,9 +132,10 @@ class StateMachineTool(AgenticTool, Generic[S]):
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         parameters: Sequence[Parameter] = (),
         metadata: ToolMetadata | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
-                         parameters=parameters, metadata=metadata)
+                         parameters=parameters, metadata=metadata, settings=settings)
         if not (isinstance(state_type, type) and issubclass(state_type, Enum)) or not list(state_type):
             raise UserError(f'state_type of StateMachineTool {name!r} must be an Enum class with members, got '
                             f'{state_type!r}. Define one: `class Phase(Enum): DRAFT = 1; DONE = 2`.')

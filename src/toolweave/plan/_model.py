@@ -58,7 +58,8 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class PlanEvent:
-    """A step started or finished. `step` is the live record (read it, do not keep mutating references)."""
+    """A step started or finished. `step` is the live record: read it in the handler (it keeps changing).
+    A skipped step gets only `step_finished`; a cancelled run sends no event for the steps it cancels."""
 
     kind: Literal['step_started', 'step_finished']
     step: StepRecord

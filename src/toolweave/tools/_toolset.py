@@ -315,6 +315,10 @@ def _resolve_other(item: object, where: str) -> list[Tool]:
             f'Tool object at {where} is the class {item.__name__}, not an instance. '
             f'Pass an instance instead: `{item.__name__}()`.'
         )
+    from toolweave.progressive import _introspect
+
+    if _introspect.spec_of(type(item)) is not None:  # an `@unfolding_tools` object is one facade, not its methods
+        return [_introspect.facade_from_instance(item)]
     if _function.has_tool_methods(item):
         return list(_function.tools_from(item))
     if inspect.isroutine(item) or isinstance(item, functools.partial):
