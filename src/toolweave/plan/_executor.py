@@ -167,18 +167,21 @@ class _Run:
         record.started_at = perf_counter() - self.t0
         if self.on_event is not None:
             self._emit('step_started', record)
-        arguments = self.args[index]
+        given = self.args[index]
         if self.rewrite[index]:
             try:
-                arguments = self.resolver.resolve(arguments, record.id)
+                arguments = self.resolver.resolve(given, record.id)
             except ResolveError as exc:
                 self._fail(index, str(exc))
                 return _FAILED
-        elif type(arguments) is str:  # JSON text that did not parse (PV-14)
-            self._fail(index, _deserialize_error(record.tool, arguments))
+            record.given = given
+            record.resolver = self.resolver
+            return arguments
+        if type(given) is str:  # JSON text that did not parse (PV-14)
+            self._fail(index, _deserialize_error(record.tool, given))
             return _FAILED
-        record.arguments = arguments
-        return arguments
+        record.given = given
+        return given
 
     def _end(self, index: int, result: ToolResult | None) -> None:
         if result is None:

@@ -57,7 +57,7 @@ def cut(text: str, limit: int | None) -> str:
     return f'{text[:limit]}... [cut {len(text) - limit} of {len(text)} characters]'
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
@@ -70,8 +70,8 @@ class StepRecord:
     depends_on: tuple[str, ...]
     """Ids of the steps this one refers to, in order of first appearance."""
     status: StepStatus = 'pending'
-    arguments: Any = None
-    """The resolved arguments the tool was called with (`None` until resolved)."""
+    given: Any = field(default=None, repr=False)
+    """The arguments as the plan wrote them, once the step started (see `arguments`)."""
     output: str | None = None
     """The tool's output text (successful steps)."""
     value: Any = None
@@ -87,6 +87,19 @@ class StepRecord:
     """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
     from_output: bool = field(default=False, repr=False)
     """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
+    resolver: Any = field(default=None, repr=False)
+    """Set when `given` holds references: `arguments` replaces them again on demand."""
+
+    @property
+    def arguments(self) -> Any:
+        """The resolved arguments the tool was called with (`None` until resolved).
+
+        Rebuilt from the finished steps' values when read rather than kept: a plan of 100k steps then holds
+        100k fewer objects for the garbage collector to scan while it runs. The values it reads never change
+        once their steps have finished, so every read gives an equal result."""
+        if self.resolver is not None:
+            return self.resolver.resolve(self.given, self.id)
+        return self.given
 
     @property
     def duration(self) -> float | None:
@@ -102,6 +115,11 @@ class StepRecord:
     @property
     def done(self) -> bool:
         return self.status in _ENDED
+
+    def __repr__(self) -> str:
+        return (f'StepRecord(id={self.id!r}, tool={self.tool!r}, status={self.status!r}, wave={self.wave}, '
+                f'depends_on={self.depends_on!r}, arguments={self.arguments!r}, output={self.output!r}, '
+                f'error={self.error!r}, started_at={self.started_at!r}, ended_at={self.ended_at!r})')
 
     def to_dict(self) -> dict[str, Any]:
         return {

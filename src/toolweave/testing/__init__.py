@@ -20,3 +20,17 @@ from toolweave.testing._models import (
     estimate_tokens,
     estimate_usage,
 )
+
+__all__ = (
+    'concat_tool',
+    'echo_tool',
+    'estimate_tokens',
+    'estimate_usage',
+    'FakeCall',
+    'FakeTool',
+    'FunctionModel',
+    'huge_output',
+    'ModelRequest',
+    'non_json_output',
+    'ScriptedModel',
+)
