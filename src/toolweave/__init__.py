@@ -301,7 +301,8 @@ def _present_public_names() -> None:
     """Make reprs and tracebacks say `toolweave.Tool`, not the private module that defines it."""
     for name in __all__:
         obj = globals()[name]
-        if isinstance(obj, type) and obj.__module__.startswith('toolweave.') and obj.__module__ != 'toolweave.exceptions':
+        module = getattr(obj, '__module__', '')
+        if isinstance(obj, type) and module.startswith('toolweave.') and module != 'toolweave.exceptions':
             obj.__module__ = 'toolweave'
 
 
