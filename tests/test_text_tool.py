@@ -245,3 +245,13 @@ def _is_json(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_from_function_leaves_an_optional_second_parameter_to_its_default() -> None:
+    strip = TextTool.from_function('strip', 'Strip whitespace', str.strip)
+    assert strip.call_sync('{"input": "  padded  "}').output == 'padded'
+
+    def shout(text: str, suffix: str = '!') -> str:
+        return text.upper() + suffix
+
+    assert TextTool.from_function('shout', 'Shout', shout).call_sync('{"input": "hi"}').output == 'HI!'

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from toolweave.plan._refs import (
     EMBEDDED,
@@ -31,16 +31,22 @@ from toolweave.plan._refs import (
 
 __all__ = ('RefTable', 'Resolver', 'Scanner')
 
-Template = tuple[str | Ref, ...]
+Bound = tuple[str, tuple[Segment, ...], str, int]
+"""A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage
+collector stops tracking exact tuples of strings and ints, not `Ref` instances, and a plan holds one per
+distinct reference."""
+Template = tuple[str | Bound, ...]
+_PATH: Final = 1
+_POSITION: Final = 3
 
 
 @dataclass(slots=True)
 class RefTable:
     """Every distinct reference text of a plan, parsed and bound."""
 
-    whole: dict[str, Ref] = field(default_factory=dict[str, Ref])
+    whole: dict[str, Bound] = field(default_factory=dict[str, Bound])
     """`"$ref:STEP.PATH"` strings."""
-    objects: dict[str, Ref] = field(default_factory=dict[str, Ref])
+    objects: dict[str, Bound] = field(default_factory=dict[str, Bound])
     """The values of `{"$ref": ...}` objects."""
     templates: dict[str, Template] = field(default_factory=dict[str, Template])
     """Strings with embedded `{{$ref:...}}` (or escaped `\\{{`): literal parts and references."""
@@ -82,7 +88,7 @@ class Scanner:
     def bad(self, written: str, reason: str, hint: str = SYNTAX_HINT) -> None:
         self.problems.append(f'{self.where()}: malformed reference {written!r}: {reason}. {hint}')
 
-    def bind(self, ref: Ref, written: str) -> Ref | None:
+    def bind(self, ref: Ref, written: str) -> Bound | None:
         index = self.ids.get(ref.step)
         if index is None:
             known = ', '.join(list(self.ids)[:50]) + (', ...' if len(self.ids) > 50 else '')
@@ -92,7 +98,7 @@ class Scanner:
             )
             return None
         self.deps.append(index)
-        return Ref(ref.step, ref.path, written, index)
+        return (ref.step, ref.path, written, index)
 
     # --- the walk ---------------------------------------------------------------------------------------------
 
@@ -120,7 +126,7 @@ class Scanner:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    self.deps.append(ref.position)
+                    self.deps.append(ref[_POSITION])
                     rewrite = True
                     continue
                 if not item.startswith(PREFIX) and '{{' not in item:
@@ -147,7 +153,7 @@ class Scanner:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    self.deps.append(ref.position)
+                    self.deps.append(ref[_POSITION])
                     rewrite = True
                     continue
                 if not item.startswith(PREFIX) and '{{' not in item:
@@ -163,14 +169,14 @@ class Scanner:
         if value.startswith(PREFIX):
             known = self.table.whole.get(value)
             if known is not None:
-                self.deps.append(known.position)
+                self.deps.append(known[_POSITION])
                 return True
             simple = SIMPLE.fullmatch(value, len(PREFIX))
             if simple is not None and simple.group(1) in self.ids:  # the common case, without the general parser
                 step, dotted = simple.groups()
                 position = self.ids[step]
                 self.deps.append(position)
-                self.table.whole[value] = Ref(step, tuple(dotted[1:].split('.')) if dotted else (), value, position)
+                self.table.whole[value] = (step, tuple(dotted[1:].split('.')) if dotted else (), value, position)
                 return True
             if simple is not None:
                 ref = Ref(simple.group(1), (), value)
@@ -192,9 +198,9 @@ class Scanner:
     def template(self, value: str) -> bool:
         known = self.table.templates.get(value)
         if known is not None:
-            self.deps.extend(part.position for part in known if isinstance(part, Ref))
+            self.deps.extend(part[_POSITION] for part in known if not isinstance(part, str))
             return True
-        parts: list[str | Ref] = []
+        parts: list[str | Bound] = []
         last = 0
         for match in EMBEDDED.finditer(value):
             parts.append(value[last : match.start()])
@@ -215,7 +221,7 @@ class Scanner:
         parts.append(rest)
         if '{{$ref:' in rest or '{{ $ref:' in rest:
             self.bad(rest, "an embedded reference is not closed with '}}'", 'Write "{{$ref:STEP.field}}".')
-        merged: list[str | Ref] = []
+        merged: list[str | Bound] = []
         for part in parts:
             if isinstance(part, str) and merged and isinstance(merged[-1], str):
                 merged[-1] += part
@@ -233,7 +239,7 @@ class Scanner:
             return False
         known = self.table.objects.get(target)
         if known is not None:
-            self.deps.append(known.position)
+            self.deps.append(known[_POSITION])
             return True
         if self.index_dialect:
             ref = self.index_ref(target)
@@ -249,7 +255,7 @@ class Scanner:
         self.table.objects[target] = ref
         return True
 
-    def index_ref(self, target: str) -> Ref | None:
+    def index_ref(self, target: str) -> Bound | None:
         try:
             position, path = parse_index_ref(target)
         except RefSyntaxError as exc:
@@ -263,7 +269,7 @@ class Scanner:
             )
             return None
         self.deps.append(position)
-        return Ref(f'step_{position}', path, target, position)
+        return (f'step_{position}', path, target, position)
 
 
 class Resolver:
@@ -283,11 +289,11 @@ class Resolver:
         self.step = step
         return self.mapping(arguments) if type(arguments) is dict else self.value(arguments)
 
-    def ref_value(self, ref: Ref) -> Any:
-        source = self.records[ref.position]
-        if not ref.path:
+    def ref_value(self, ref: Bound) -> Any:
+        source = self.records[ref[_POSITION]]
+        if not ref[_PATH]:
             return source.ref_value
-        return lookup(source.ref_value, source.is_text, ref, self.missing, self.step)
+        return lookup(source.ref_value, source.is_text, Ref(*ref), self.missing, self.step)
 
     def string(self, value: str) -> Any:
         ref = self.table.whole.get(value)
@@ -326,7 +332,7 @@ class Resolver:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    new = records[ref.position].ref_value if not ref.path else self.ref_value(ref)
+                    new = records[ref[_POSITION]].ref_value if not ref[_PATH] else self.ref_value(ref)
                 elif templates and item in templates:
                     new = self.string(item)
                 else:
@@ -356,7 +362,7 @@ class Resolver:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    new = records[ref.position].ref_value if not ref.path else self.ref_value(ref)
+                    new = records[ref[_POSITION]].ref_value if not ref[_PATH] else self.ref_value(ref)
                 elif templates and item in templates:
                     new = self.string(item)
                 else:

@@ -148,8 +148,11 @@ def _takes_context(fn: Callable[..., Any], *, bound: bool) -> bool:
         return False
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return True
+    # Only a *required* second parameter receives the context: an optional one (`str.strip`'s `chars`) is left
+    # to its default.
     positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
-                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  and p.default is inspect.Parameter.empty]
     return len(positional) >= (2 if bound else 3)
 
 
