@@ -41,6 +41,7 @@ __all__ = (
     'AgenticTool',
     'RunState',
     'SystemPrompt',
+    'ToolListAgenticTool',
     'TrackingTool',
     'check_unique',
     'default_system_prompt',
@@ -341,6 +342,30 @@ class AgenticTool(Tool):
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(name={self._name!r})'
+
+
+class ToolListAgenticTool(AgenticTool):
+    """An agentic tool built on a list of always-available sub-tools (`tools=`): `SimpleAgenticTool`,
+    `PlaybookTool`."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        *,
+        tools: Iterable[object] = (),
+        model: Model | str | None = None,
+        system_prompt: SystemPrompt | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        parameters: Sequence[Parameter] = (),
+        metadata: ToolMetadata | None = None,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
+                         parameters=parameters, metadata=metadata, settings=settings)
+        self.tools: tuple[Tool, ...] = resolve_tools(tools, f'{self.kind} {name!r} tools')
+        """The always-available sub-tools."""
+        check_unique(self.tools, f'{self.kind} {name!r}')
 
 
 def remaining_budget(process: AgentProcess) -> Budget:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolweave.agent._process import current_process
 from toolweave.agentic._base import (
-    DEFAULT_MAX_ITERATIONS,
     NO_PROCESS,
-    AgenticTool,
     RunState,
-    SystemPrompt,
+    ToolListAgenticTool,
     TrackingTool,
     check_unique,
     object_tools,
@@ -33,10 +31,8 @@ from toolweave.agentic._conditions import (
     prerequisite_names,
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.models._base import Model, ModelSettings
 from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._programmatic import Parameter
+from toolweave.tools._definition import ToolDefinition
 from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool, ToolArguments
 
@@ -175,7 +171,7 @@ class ToolRegistration:
         return self._lock(as_condition(condition))
 
 
-class PlaybookTool(AgenticTool):
+class PlaybookTool(ToolListAgenticTool):
     """An agentic tool whose sub-tools unlock progressively: some are available from the start, others once
     their condition holds (other tools called, an artifact produced, the blackboard's content, a predicate).
 
@@ -195,26 +191,8 @@ class PlaybookTool(AgenticTool):
 
     kind = 'PlaybookTool'
 
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        *,
-        tools: Iterable[object] = (),
-        model: Model | str | None = None,
-        system_prompt: SystemPrompt | None = None,
-        max_iterations: int = DEFAULT_MAX_ITERATIONS,
-        parameters: Sequence[Parameter] = (),
-        metadata: ToolMetadata | None = None,
-        settings: ModelSettings | None = None,
-    ) -> None:
-        super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
-                         parameters=parameters, metadata=metadata, settings=settings)
-        self.tools: tuple[Tool, ...] = resolve_tools(tools, f'PlaybookTool {name!r} tools')
-        """The always-available sub-tools."""
-        self.locked_tools: tuple[LockedTool, ...] = ()
-        """The sub-tools with an unlock condition."""
-        check_unique(self.tools, f'PlaybookTool {name!r}')
+    locked_tools: tuple[LockedTool, ...] = ()
+    """The sub-tools with an unlock condition."""
 
     @property
     def unlocked_tool_count(self) -> int:

@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolweave.agent._process import current_process
 from toolweave.agentic._base import (
-    DEFAULT_MAX_ITERATIONS,
     NO_PROCESS,
-    AgenticTool,
-    SystemPrompt,
+    ToolListAgenticTool,
     TrackingTool,
     check_unique,
     default_system_prompt,
     object_tools,
     resolve_tools,
 )
-from toolweave.models._base import Model, ModelSettings
 from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolMetadata
-from toolweave.tools._programmatic import Parameter
 from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool, ToolArguments
 
 __all__ = ('SimpleAgenticTool',)
 
 
-class SimpleAgenticTool(AgenticTool):
+class SimpleAgenticTool(ToolListAgenticTool):
     """An agentic tool whose sub-tools are all available from the start: the inner model uses them freely.
 
     The result is the inner model's final answer. Artifacts (structured values) the sub-tools return are
@@ -54,24 +48,6 @@ class SimpleAgenticTool(AgenticTool):
     """
 
     kind = 'SimpleAgenticTool'
-
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        *,
-        tools: Iterable[object] = (),
-        model: Model | str | None = None,
-        system_prompt: SystemPrompt | None = None,
-        max_iterations: int = DEFAULT_MAX_ITERATIONS,
-        parameters: Sequence[Parameter] = (),
-        metadata: ToolMetadata | None = None,
-        settings: ModelSettings | None = None,
-    ) -> None:
-        super().__init__(name, description, model=model, system_prompt=system_prompt, max_iterations=max_iterations,
-                         parameters=parameters, metadata=metadata, settings=settings)
-        self.tools: tuple[Tool, ...] = resolve_tools(tools, f'SimpleAgenticTool {name!r} tools')
-        check_unique(self.tools, f'SimpleAgenticTool {name!r}')
 
     def with_tools(self, *tools: Any) -> SimpleAgenticTool:
         """A copy with more sub-tools (tools, functions or objects with `@tool` methods)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
 from toolweave.exceptions import ModelError, UserError
+from toolweave.models._adapter import SdkAdapter, SdkErrors
 from toolweave.models._base import (
     AssistantMessage,
     Message,
@@ -19,16 +19,8 @@ from toolweave.models._base import (
     Usage,
     UserMessage,
 )
-from toolweave.models._guard import check_allow_model_requests
-from toolweave.models._retry import (
-    ProviderFailure,
-    RetryPolicy,
-    call_with_retries,
-    failure_to_model_error,
-    parse_retry_after,
-    provider_message,
-)
-from toolweave.models._shared import HttpClient, as_httpx2_client, merge_settings, plain_json_object
+from toolweave.models._retry import RetryPolicy
+from toolweave.models._shared import HttpClient, plain_json_object
 from toolweave.tools._definition import ToolDefinition
 
 try:
@@ -55,7 +47,7 @@ DEFAULT_MAX_TOKENS = 4096
 _AUTH_ERROR_TEXT = 'Could not resolve authentication method'
 
 
-class AnthropicModel:
+class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
     """A Claude model through the Anthropic Messages API.
 
     Requests go through `anthropic.AsyncAnthropic` with the SDK's own retries off; rate limits, overload (529)
@@ -74,6 +66,14 @@ class AnthropicModel:
         settings: Default settings; the `settings` passed to `respond` override them field by field.
     """
 
+    _adapter = 'AnthropicModel'
+    _sdk_client_name = 'anthropic.AsyncAnthropic'
+    _sdk_client_type = anthropic.AsyncAnthropic
+    _default_base_url = ANTHROPIC_BASE_URL
+    _errors = SdkErrors(
+        status=anthropic.APIStatusError, timeout=anthropic.APITimeoutError, connection=anthropic.APIConnectionError
+    )
+
     def __init__(
         self,
         model_name: str,
@@ -87,73 +87,21 @@ class AnthropicModel:
         retry: RetryPolicy | None = None,
         settings: ModelSettings | None = None,
     ) -> None:
-        if not isinstance(model_name, str) or not model_name.strip():
-            raise UserError(f'model_name of AnthropicModel must be a non-empty string, got {model_name!r}.')
-        if client is not None and (http_client is not None or base_url is not None or api_key is not None):
-            raise UserError(
-                'AnthropicModel got `client=` together with `http_client=`, `base_url=` or `api_key=`. '
-                'Configure the `anthropic.AsyncAnthropic` you pass instead, or pass only the other arguments.'
-            )
-        if client is not None and not isinstance(client, anthropic.AsyncAnthropic):
-            raise UserError(
-                f'client of AnthropicModel must be an `anthropic.AsyncAnthropic`, got {type(client).__name__}.'
-            )
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise UserError(f'max_tokens of AnthropicModel must be an int >= 1, got {max_tokens!r}.')
-        self.model_name = model_name
         self.max_tokens = max_tokens
-        self.settings = settings or ModelSettings()
-        policy = retry or RetryPolicy()
-        self.retry = policy if max_retries is None else replace(policy, max_retries=max_retries)
-        self._api_key = api_key
-        self._base_url = base_url
-        self._http_client = None if http_client is None else as_httpx2_client(http_client, adapter='AnthropicModel')
-        self._guarded = client is None and http_client is None
-        self._owns_client = client is None and http_client is None
-        self._client = None if client is None else client.with_options(max_retries=0)
+        super().__init__(
+            model_name,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            client=client,
+            max_retries=max_retries,
+            retry=retry,
+            settings=settings,
+        )
 
     @property
     def name(self) -> str:
         return f'anthropic:{self.model_name}'
-
-    @property
-    def base_url(self) -> str:
-        if self._client is not None:
-            return str(self._client.base_url).rstrip('/')
-        return (self._base_url or ANTHROPIC_BASE_URL).rstrip('/')
-
-    def __repr__(self) -> str:
-        return f'AnthropicModel({self.model_name!r})'
-
-    async def respond(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Send the conversation and tool definitions; return the model's text and tool calls."""
-        if self._guarded:
-            check_allow_model_requests(self.name)
-        client = self._get_client()
-        request = self.build_request(messages, tools, merge_settings(self.settings, settings))
-
-        async def send() -> object:
-            try:
-                # `request` is built (and typed) block by block; the SDK's overloads only see a dict here.
-                reply: object = await client.messages.create(**request)
-            except anthropic.CredentialsError as exc:
-                raise self._no_credentials(str(exc)) from exc
-            except TypeError as exc:
-                # The SDK checks for a credential only when it builds the request, and says so with a TypeError.
-                if _AUTH_ERROR_TEXT in str(exc):
-                    raise self._no_credentials('no API key found') from exc
-                raise
-            return reply
-
-        reply = await call_with_retries(
-            send, policy=self.retry, classify=_classify, give_up=self._give_up, label=self.name
-        )
-        return self._parse(reply)
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
@@ -178,30 +126,34 @@ class AnthropicModel:
             request['timeout'] = settings.timeout
         return request
 
-    async def aclose(self) -> None:
-        """Close the SDK client if this model created it (a caller's `http_client` or `client` stays open)."""
-        if self._owns_client and self._client is not None:
-            await self._client.close()
-            self._client = None
+    def _check_options(self) -> None:
+        max_tokens = self.max_tokens
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise UserError(f'max_tokens of AnthropicModel must be an int >= 1, got {max_tokens!r}.')
 
-    async def __aenter__(self) -> AnthropicModel:
-        return self
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        try:
+            return anthropic.AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                http_client=self._http_client,
+                max_retries=0,
+            )
+        except anthropic.CredentialsError as exc:
+            raise self._no_credentials(str(exc)) from exc
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def _get_client(self) -> anthropic.AsyncAnthropic:
-        if self._client is None:
-            try:
-                self._client = anthropic.AsyncAnthropic(
-                    api_key=self._api_key,
-                    base_url=self._base_url,
-                    http_client=self._http_client,
-                    max_retries=0,
-                )
-            except anthropic.CredentialsError as exc:
-                raise self._no_credentials(str(exc)) from exc
-        return self._client
+    async def _send(self, client: anthropic.AsyncAnthropic, request: dict[str, Any]) -> object:
+        try:
+            # `request` is built (and typed) block by block; the SDK's overloads only see a dict here.
+            reply: object = await client.messages.create(**request)
+        except anthropic.CredentialsError as exc:
+            raise self._no_credentials(str(exc)) from exc
+        except TypeError as exc:
+            # The SDK checks for a credential only when it builds the request, and says so with a TypeError.
+            if _AUTH_ERROR_TEXT in str(exc):
+                raise self._no_credentials('no API key found') from exc
+            raise
+        return reply
 
     def _no_credentials(self, detail: str) -> ModelError:
         return ModelError(
@@ -209,16 +161,11 @@ class AnthropicModel:
             'Set ANTHROPIC_API_KEY or pass `api_key=...` to `AnthropicModel(...)`.'
         )
 
-    def _give_up(self, failure: ProviderFailure, attempts: int) -> ModelError:
-        return failure_to_model_error(
-            failure,
-            attempts=attempts,
-            model_name=self.model_name,
-            provider='Anthropic',
-            adapter='AnthropicModel',
-            api_key_env='ANTHROPIC_API_KEY',
-            base_url=self.base_url,
-        )
+    def _label(self) -> str:
+        return 'Anthropic'
+
+    def _key_env(self) -> str | None:
+        return 'ANTHROPIC_API_KEY'
 
     def _parse(self, reply: object) -> ModelResponse:
         # The SDK builds models without validation: a non-JSON body arrives as a `str`, a foreign JSON body as a
@@ -315,19 +262,3 @@ def _tool(tool: ToolDefinition) -> ToolParam:
     if tool.description:
         return {'name': tool.name, 'description': tool.description, 'input_schema': schema}
     return {'name': tool.name, 'input_schema': schema}
-
-
-def _classify(exc: Exception) -> ProviderFailure | None:
-    if isinstance(exc, anthropic.APIStatusError):
-        return ProviderFailure(
-            kind='status',
-            status=exc.status_code,
-            message=provider_message(exc.body, exc.message),
-            retry_after=parse_retry_after(exc.response.headers),
-        )
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderFailure(kind='timeout', message=exc.message)
-    if isinstance(exc, anthropic.APIConnectionError):
-        cause = exc.__cause__
-        return ProviderFailure(kind='connection', message=f'{exc.message} {cause}' if cause else exc.message)
-    return None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from toolweave.exceptions import ModelError, UserError
+from toolweave.models._adapter import SdkAdapter, SdkErrors
 from toolweave.models._base import (
     AssistantMessage,
     Message,
@@ -19,16 +19,8 @@ from toolweave.models._base import (
     Usage,
     UserMessage,
 )
-from toolweave.models._guard import check_allow_model_requests
-from toolweave.models._retry import (
-    ProviderFailure,
-    RetryPolicy,
-    call_with_retries,
-    failure_to_model_error,
-    parse_retry_after,
-    provider_message,
-)
-from toolweave.models._shared import HttpClient, as_httpx2_client, merge_settings, plain_json_object
+from toolweave.models._retry import RetryPolicy
+from toolweave.models._shared import HttpClient, plain_json_object
 from toolweave.tools._definition import ToolDefinition
 
 try:
@@ -52,7 +44,7 @@ OPENAI_BASE_URL = 'https://api.openai.com/v1'
 _PLACEHOLDER_KEY = 'not-needed'
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
     """A chat model behind an OpenAI-compatible Chat Completions endpoint.
 
     Works with OpenAI itself and with any server that speaks the same API: Ollama (`http://localhost:11434/v1`),
@@ -74,6 +66,14 @@ class OpenAIChatModel:
         api_key_env: The environment variable holding the key, named in authentication errors.
     """
 
+    _adapter = 'OpenAIChatModel'
+    _sdk_client_name = 'openai.AsyncOpenAI'
+    _sdk_client_type = openai.AsyncOpenAI
+    _default_base_url = OPENAI_BASE_URL
+    _errors = SdkErrors(
+        status=openai.APIStatusError, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
+    )
+
     def __init__(
         self,
         model_name: str,
@@ -88,64 +88,26 @@ class OpenAIChatModel:
         provider: str = 'openai',
         api_key_env: str | None = 'OPENAI_API_KEY',
     ) -> None:
-        if not isinstance(model_name, str) or not model_name.strip():
-            raise UserError(f'model_name of OpenAIChatModel must be a non-empty string, got {model_name!r}.')
-        if client is not None and (http_client is not None or base_url is not None or api_key is not None):
-            raise UserError(
-                'OpenAIChatModel got `client=` together with `http_client=`, `base_url=` or `api_key=`. '
-                'Configure the `openai.AsyncOpenAI` you pass instead, or pass only the other arguments.'
-            )
-        if client is not None and not isinstance(client, openai.AsyncOpenAI):
-            raise UserError(f'client of OpenAIChatModel must be an `openai.AsyncOpenAI`, got {type(client).__name__}.')
-        self.model_name = model_name
         self.provider = provider
         self.api_key_env = api_key_env
-        self.settings = settings or ModelSettings()
-        policy = retry or RetryPolicy()
-        self.retry = policy if max_retries is None else replace(policy, max_retries=max_retries)
-        self._base_url = base_url
-        self._api_key = api_key
-        self._http_client = None if http_client is None else as_httpx2_client(http_client, adapter='OpenAIChatModel')
-        # A caller-supplied transport or client is the caller's business; only our own defaults are guarded.
-        self._guarded = client is None and http_client is None
-        self._owns_client = client is None and http_client is None
-        self._client = None if client is None else client.with_options(max_retries=0)
+        super().__init__(
+            model_name,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            client=client,
+            max_retries=max_retries,
+            retry=retry,
+            settings=settings,
+        )
 
     @property
     def name(self) -> str:
         return f'{self.provider}:{self.model_name}'
 
-    @property
-    def base_url(self) -> str:
-        if self._client is not None:
-            return str(self._client.base_url).rstrip('/')
-        return (self._base_url or OPENAI_BASE_URL).rstrip('/')
-
     def __repr__(self) -> str:
         extra = f', base_url={self._base_url!r}' if self._base_url else ''
         return f'OpenAIChatModel({self.model_name!r}{extra})'
-
-    async def respond(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """Send the conversation and tool definitions; return the model's text and tool calls."""
-        if self._guarded:
-            check_allow_model_requests(self.name)
-        client = self._get_client()
-        request = self.build_request(messages, tools, merge_settings(self.settings, settings))
-
-        async def send() -> object:
-            # `request` is built (and typed) message by message above; the SDK's overloads only see a dict here.
-            completion: object = await client.chat.completions.create(**request)
-            return completion
-
-        completion = await call_with_retries(
-            send, policy=self.retry, classify=_classify, give_up=self._give_up, label=self.name
-        )
-        return self._parse(completion)
 
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
@@ -166,48 +128,27 @@ class OpenAIChatModel:
             request['timeout'] = settings.timeout
         return request
 
-    async def aclose(self) -> None:
-        """Close the SDK client if this model created it (a caller's `http_client` or `client` stays open)."""
-        if self._owns_client and self._client is not None:
-            await self._client.close()
-            self._client = None
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     def _is_openai(self) -> bool:
         return self.base_url == OPENAI_BASE_URL
 
-    def _get_client(self) -> openai.AsyncOpenAI:
-        if self._client is not None:
-            return self._client
+    def _new_client(self) -> openai.AsyncOpenAI:
         api_key = self._api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
         if not api_key:
             if self._base_url is None:
                 hint = f'set {self.api_key_env} or pass' if self.api_key_env else 'pass'
                 raise ModelError(f'No API key for model {self.name!r}: {hint} `api_key=...` to `OpenAIChatModel(...)`.')
             api_key = _PLACEHOLDER_KEY
-        self._client = openai.AsyncOpenAI(
+        return openai.AsyncOpenAI(
             api_key=api_key,
             base_url=self._base_url or OPENAI_BASE_URL,
             http_client=self._http_client,
             max_retries=0,
         )
-        return self._client
 
-    def _give_up(self, failure: ProviderFailure, attempts: int) -> ModelError:
-        return failure_to_model_error(
-            failure,
-            attempts=attempts,
-            model_name=self.model_name,
-            provider=self._label(),
-            adapter='OpenAIChatModel',
-            api_key_env=self.api_key_env,
-            base_url=self.base_url,
-        )
+    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> object:
+        # `request` is built (and typed) message by message in `build_request`; the SDK's overloads only see a dict.
+        completion: object = await client.chat.completions.create(**request)
+        return completion
 
     def _parse(self, completion: object) -> ModelResponse:
         # The SDK builds models without validation: a server that is not OpenAI-compatible yields a `str`
@@ -243,6 +184,9 @@ class OpenAIChatModel:
 
     def _label(self) -> str:
         return _PROVIDER_LABELS.get(self.provider, self.provider)
+
+    def _key_env(self) -> str | None:
+        return self.api_key_env
 
 
 _PROVIDER_LABELS = {
@@ -284,19 +228,3 @@ def _tool(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:
             'function': {'name': tool.name, 'description': tool.description, 'parameters': parameters},
         }
     return {'type': 'function', 'function': {'name': tool.name, 'parameters': parameters}}
-
-
-def _classify(exc: Exception) -> ProviderFailure | None:
-    if isinstance(exc, openai.APIStatusError):
-        return ProviderFailure(
-            kind='status',
-            status=exc.status_code,
-            message=provider_message(exc.body, exc.message),
-            retry_after=parse_retry_after(exc.response.headers),
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderFailure(kind='timeout', message=exc.message)
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        return ProviderFailure(kind='connection', message=f'{exc.message} {cause}' if cause else exc.message)
-    return None

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from toolweave.exceptions import UserError
+from toolweave.progressive._unfolding import json_object
 from toolweave.tools._programmatic import Parameter
 from toolweave.tools._tool import Tool
 
@@ -24,13 +24,8 @@ def category_description(categories: Iterable[str]) -> str:
 def extract_category(raw: str, parameter: str) -> str | None:
     """The category named in a raw JSON input, or `None` for blank or invalid JSON, a non-object, a missing key
     or a non-string value (UF-16)."""
-    if not raw.strip():
-        return None
-    try:
-        loaded = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(loaded, dict):
+    loaded = json_object(raw)
+    if loaded is None:
         return None
     value = loaded.get(parameter)
     return value if isinstance(value, str) else None

@@ -19,6 +19,7 @@ __all__ = (
     'UnfoldingSelection',
     'UnfoldingTool',
     'find_unfolding',
+    'json_object',
     'raw_input',
     'resolve_tools',
     'shortcut_target',
@@ -62,17 +63,23 @@ def find_unfolding(tool: Tool) -> UnfoldingTool | None:
         current = current.delegate
 
 
-def shortcut_target(raw: str, tools: Sequence[Tool]) -> tuple[Tool, str] | None:
-    """The tool a facade input names directly, with its JSON-encoded arguments (UF-27..UF-29): the first key of a
-    JSON object that is the name of one of `tools`. Facades are never shortcut targets (their unfolding would be
-    lost), so `{"nested_facade": {}}` unfolds normally."""
-    if not tools or not raw.strip():
+def json_object(raw: str) -> dict[str, Any] | None:
+    """`raw` parsed as a JSON object, or `None` for blank or invalid JSON or any other JSON value."""
+    if not raw.strip():
         return None
     try:
         loaded = json.loads(raw)
     except json.JSONDecodeError:
         return None
-    if not isinstance(loaded, dict):
+    return loaded if isinstance(loaded, dict) else None
+
+
+def shortcut_target(raw: str, tools: Sequence[Tool]) -> tuple[Tool, str] | None:
+    """The tool a facade input names directly, with its JSON-encoded arguments (UF-27..UF-29): the first key of a
+    JSON object that is the name of one of `tools`. Facades are never shortcut targets (their unfolding would be
+    lost), so `{"nested_facade": {}}` unfolds normally."""
+    loaded = json_object(raw) if tools else None
+    if loaded is None:
         return None
     by_name = {tool.name: tool for tool in tools}
     for key, value in loaded.items():
