@@ -311,3 +311,12 @@ async def test_a_base_exception_from_a_tool_propagates_unwrapped() -> None:
     with pytest.raises(Interrupt):
         await toolweave.run_plan(plan, [hang, FakeTool('interrupt', raises=Interrupt(), delay=0.01)])
     assert hang.calls[0].ended is not None
+
+
+async def test_a_tool_returning_nothing_succeeds_with_a_fixed_output() -> None:  # FF-9
+    plan = {'steps': [step('n', 'nothing'), step('e', 'empty'), step('u', 'echo', {'x': '$ref:n'})]}
+    run = await toolweave.run_plan(plan, [FakeTool('nothing', lambda args: None), FakeTool('empty', ''),
+                                          echo_tool()])
+    assert run.step('n').output == 'Function executed successfully'
+    assert run.step('u').arguments == {'x': None}  # references read the value, which is None
+    assert run.step('e').output == ''  # an empty text is an output, not "nothing" (RR-9)

@@ -275,3 +275,11 @@ def test_dialect_detection() -> None:
     assert toolweave.parse_plan({'goal': 'g', 'steps': []}).dialect == 'index'
     with pytest.raises(toolweave.PlanValidationError, match='"goal" must be a string'):
         toolweave.parse_plan({'steps': [{'tool': 't', 'args': {}, 'description': 'd'}]}, dialect='index')
+
+
+async def test_steps_encoded_twice_are_read() -> None:  # PV-15 leniency
+    steps = json.dumps([{'id': 'a', 'tool': 'echo', 'arguments': '{"x": 1}'}])
+    result = await PlanTool([echo_tool()]).call({'steps': steps})
+    assert result.text == '{"a": {"x": 1}}'
+    bad = await PlanTool([echo_tool()]).call({'steps': 'not a list'})
+    assert bad.text.startswith('Error: Plan execution failed: "steps" must be an array of step objects, got string')

@@ -214,3 +214,29 @@ async def test_bad_options_are_rejected_with_the_value(option: dict[str, Any]) -
     with pytest.raises(toolweave.UserError) as info:
         await toolweave.run_plan({'steps': [step('a')]}, tools(), **option)
     assert repr(next(iter(option.values()))) in str(info.value)
+
+
+async def test_absurdly_deep_nesting_is_a_problem_not_a_crash() -> None:
+    deep = '[' * 100_000 + ']' * 100_000
+    (problem,) = await problems_of('{"steps": [{"id": "a", "tool": "echo", "arguments": {"x": ' + deep + '}}]}')
+    assert problem.startswith('The plan JSON is nested too deeply to read.')
+    nested: Any = 'leaf'
+    for _ in range(5000):
+        nested = [nested]
+    (problem,) = await problems_of({'steps': [step('a', 'echo', {'x': nested})]})
+    assert problem == ("steps[0] (id 'a'): arguments: nested too deeply to check. Use fewer levels of nested "
+                       'objects and arrays.')
+
+
+async def test_a_top_level_object_reference_supplies_all_the_arguments() -> None:
+    run = await toolweave.run_plan({'steps': [step('a', 'echo', {'x': 1}), step('b', 'echo', {'$ref': 'a'})]},
+                                   tools())
+    assert run.step('b').arguments == {'x': 1}
+
+
+async def test_a_mistyped_reference_suggests_the_id() -> None:  # D4
+    plan = {'steps': [step('weather'), step('b', 'echo', {'t': '$ref:Weather.temp', 'u': '$ref:wether'})]}
+    problems = await problems_of(plan)
+    assert "names step 'Weather', which is not in the plan. Step ids are case-sensitive: did you mean 'weather'? " \
+           'Refer to one of the step ids: weather, b.' in problems[0]
+    assert "names step 'wether', which is not in the plan. Did you mean 'weather'?" in problems[1]

@@ -2,9 +2,9 @@
 
 Steps are not one task each. A small pool of workers takes ready steps from a queue; the worker that
 finishes a step releases its dependents into the queue and carries on with the next ready step itself. A
-worker that takes a step while more are waiting schedules one spare worker (never more than one pending, never
-more than the concurrency limit), so steps that wait on I/O overlap at once while steps that do not suspend
-run back to back without any task switch. Dependency bookkeeping is a counter per step: O(steps + refs).
+worker that takes a step while more are waiting schedules spare workers for them (a few at a time, never more
+than the concurrency limit), so steps that wait on I/O overlap at once while steps that do not suspend run
+back to back without any task switch. Dependency bookkeeping is a counter per step: O(steps + refs).
 
 Failure policy: collect a per-step outcome. A failed step (raised, returned a failure, timed out, or its
 references could not be resolved) never cancels its siblings; its dependents are skipped, transitively, each
@@ -27,6 +27,7 @@ import anyio.lowlevel
 
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
 from toolweave.plan._model import EventHandler, MissingField, PlanEvent
+from toolweave.plan._record import JSON_START as _JSON_START
 from toolweave.plan._record import PlanRun, StepRecord, jsonable, parse_output
 from toolweave.plan._refs import ResolveError
 from toolweave.plan._scan import Resolver
@@ -44,13 +45,19 @@ logger = logging.getLogger('toolweave.plan')
 _YIELD_EVERY = 64
 """Steps a worker runs back to back before it lets other tasks in (cancellation and timeouts stay prompt)."""
 _INFINITE = 1 << 62
+_MAX_SPARES = 8
+"""Workers started but not yet running, at most: enough to start a burst of ready steps within a few turns of
+the event loop, few enough that steps which never suspend (they run back to back in one worker) do not pay for
+idle tasks."""
 _FAILED: Any = object()
+NOTHING_RETURNED = 'Function executed successfully'
+"""A step's output when its tool returned `None` (FF-9), so the model sees that it ran."""
 
 
 class _Run:
     __slots__ = (
         'args', 'context', 'dependents', 'deps', 'fatal', 'fifo', 'heap', 'limit', 'missing', 'on_event', 'priority',
-        'ready', 'records', 'remaining', 'resolver', 'rewrite', 'spare', 'step_timeout', 't0', 'tools',
+        'ready', 'records', 'remaining', 'resolver', 'rewrite', 'spares', 'step_timeout', 't0', 'tools',
         'upstream_failed', 'workers',
     )
 
@@ -79,7 +86,7 @@ class _Run:
         self.context = context
         self.on_event = on_event
         self.workers = 0
-        self.spare = False
+        self.spares = 0
         self.fatal: BaseException | None = None
         self.t0 = 0.0
         roots = [i for i, d in enumerate(deps) if not d]
@@ -111,23 +118,27 @@ class _Run:
         return heapq.heappop(self.heap)[1]
 
     def spawn(self, tg: TaskGroup) -> None:
-        self.workers += 1
-        self.spare = True
-        tg.start_soon(self._worker, tg)
+        """Make sure enough spare workers are on their way for the steps waiting in the queue."""
+        wanted = min(len(self.ready), _MAX_SPARES)
+        while self.spares < wanted and self.workers < self.limit:
+            self.workers += 1
+            self.spares += 1
+            tg.start_soon(self._worker, tg)
 
     async def _worker(self, tg: TaskGroup) -> None:
         # One loop per worker; the step's synchronous parts are plain calls, so a step that does not suspend
         # costs one coroutine (the tool call) and no task switch.
-        self.spare = False
+        self.spares -= 1
         ready = self.ready
         fifo = self.fifo if ready is self.fifo else None
         tools = self.tools
         context = self.context
         streak = 0
+        take = fifo.popleft if fifo is not None else self._pop  # a new worker takes the step waiting longest
         try:
             while ready:
-                index = fifo.popleft() if fifo is not None else self._pop()
-                if ready and not self.spare and self.workers < self.limit:
+                index = take()
+                if ready and self.spares < _MAX_SPARES and self.workers < self.limit:
                     self.spawn(tg)
                 arguments = self._start(index)
                 if arguments is not _FAILED:
@@ -143,7 +154,14 @@ class _Run:
                         if self.fatal is None:
                             self.fatal = exc
                         raise _Stop from None
-                    self._end(index, result)
+                    if result is not None and result.error is None:
+                        self._succeed(index, self.records[index], result)
+                    else:
+                        self._end(index, result)
+                if fifo is not None:
+                    # Then it carries on with the step it released last: the one whose last dependency just
+                    # finished, on the chain that is holding the plan up. Older ones have spares on the way.
+                    take = fifo.pop
                 streak += 1
                 if streak == _YIELD_EVERY:
                     streak = 0
@@ -174,6 +192,10 @@ class _Run:
             except ResolveError as exc:
                 self._fail(index, str(exc))
                 return _FAILED
+            except RecursionError:
+                self._fail(index, 'Arguments are nested too deeply to resolve. Use fewer levels of nested objects '
+                                  'and arrays.')
+                return _FAILED
             record.given = given
             record.resolver = self.resolver
             return arguments
@@ -197,9 +219,14 @@ class _Run:
         record.status = 'succeeded'
         output = record.output = result.output
         value = result.value
+        if not output and value is None and result.has_value:  # FF-9: the tool returned nothing
+            output = record.output = NOTHING_RETURNED
         if result.has_value and type(value) is not str:
             record.value = value
             record.ref_value = jsonable(value)
+        elif output and output[0] not in _JSON_START and not output[0].isspace():
+            record.value = record.ref_value = output  # plain text (the common case), no parse attempt
+            record.is_text = record.from_output = True
         else:
             parsed, is_text = parse_output(output)
             record.value = record.ref_value = parsed
@@ -210,12 +237,15 @@ class _Run:
         dependents = self.dependents[index]
         if dependents:
             remaining = self.remaining
+            fifo = self.fifo if self.ready is self.fifo else None
             for child in dependents:
                 left = remaining[child] - 1
                 remaining[child] = left
                 if not left:
                     if child in self.upstream_failed:
                         self._skip(child)
+                    elif fifo is not None:
+                        fifo.append(child)
                     else:
                         self._push(child)
 

@@ -91,6 +91,10 @@ def _load(data: str | bytes | Mapping[str, Any], problems: Problems) -> Mapping[
             problems.add(-1, f'The plan is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} '
                              f'(input: {excerpt!r}). Send a JSON object like {{"steps": [{_STEP_EXAMPLE}]}}.')
             return None
+        except RecursionError:
+            problems.add(-1, 'The plan JSON is nested too deeply to read. Send arguments with fewer levels of '
+                             'nested objects and arrays.')
+            return None
     if not isinstance(data, Mapping):
         problems.add(-1, f'The plan must be a JSON object with a "steps" array, got {describe_type(data)}. '
                          f'Send {{"steps": [{_STEP_EXAMPLE}]}}.')
@@ -127,6 +131,12 @@ def _steps_list(data: Mapping[str, Any], problems: Problems, reported: set[tuple
     steps = data.get('steps')
     if steps is None:
         return []
+    if isinstance(steps, str):  # some models encode the array a second time; read it if it is one
+        try:
+            decoded = json.loads(steps)
+        except json.JSONDecodeError:
+            decoded = None
+        steps = decoded if isinstance(decoded, list) else steps
     if not isinstance(steps, list):
         problems.add(-1, f'"steps" must be an array of step objects, got {describe_type(steps)}. '
                          f'Send {{"steps": [{_STEP_EXAMPLE}]}}.')

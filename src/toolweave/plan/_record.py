@@ -16,11 +16,12 @@ from pydantic_core import to_jsonable_python
 
 from toolweave.plan._model import Plan, StepStatus
 
-__all__ = ('DEFAULT_MAX_OUTPUT_CHARS', 'PlanRun', 'StepRecord', 'cut', 'jsonable', 'parse_output')
+__all__ = ('DEFAULT_MAX_OUTPUT_CHARS', 'JSON_START', 'PlanRun', 'StepRecord', 'cut', 'jsonable', 'parse_output')
 
 DEFAULT_MAX_OUTPUT_CHARS = 4000
 """Characters of each step output (and error) shown to the model before it is cut."""
-_JSON_START = frozenset('{["-0123456789tfn')
+JSON_START = frozenset('{["-0123456789tfn')
+"""The characters a JSON text can start with."""
 _SCALARS = (str, int, float, bool, type(None))
 _ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 
@@ -32,10 +33,10 @@ def _reject_constant(name: str) -> Any:
 def parse_output(text: str) -> tuple[Any, bool]:
     """A step's value read from its output text: `(parsed JSON, False)` when the trimmed text is strict JSON
     (no NaN or Infinity), else `(text, True)` with the text untouched."""
-    if not text or (text[0] not in _JSON_START and not text[0].isspace()):
+    if not text or (text[0] not in JSON_START and not text[0].isspace()):
         return text, True  # the common case for plain text, without copying it
     stripped = text.strip()
-    if not stripped or stripped[0] not in _JSON_START:
+    if not stripped or stripped[0] not in JSON_START:
         return text, True
     try:
         return json.loads(stripped, parse_constant=_reject_constant), False

@@ -9,6 +9,7 @@ on the way to a reference, and looks each reference text up in the table.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,14 @@ class RefTable:
     """Strings with embedded `{{$ref:...}}` (or escaped `\\{{`): literal parts and references."""
 
 
+def _did_you_mean(name: str, ids: Mapping[str, int]) -> str:
+    for known in ids:
+        if known.lower() == name.lower():
+            return f' Step ids are case-sensitive: did you mean {known!r}?'
+    close = difflib.get_close_matches(name, list(ids)[:1000], n=1)
+    return f' Did you mean {close[0]!r}?' if close else ''
+
+
 class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
@@ -93,8 +102,8 @@ class Scanner:
         if index is None:
             known = ', '.join(list(self.ids)[:50]) + (', ...' if len(self.ids) > 50 else '')
             self.problems.append(
-                f'{self.where()}: reference {written!r} names step {ref.step!r}, which is not in the plan. '
-                f'Refer to one of the step ids: {known}.'
+                f'{self.where()}: reference {written!r} names step {ref.step!r}, which is not in the plan.'
+                f'{_did_you_mean(ref.step, self.ids)} Refer to one of the step ids: {known}.'
             )
             return None
         self.deps.append(index)

@@ -93,7 +93,11 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
             rewrite.append(False)
             deps.append(_NO_DEPS)
             continue
-        found, changes, messages = scanner.scan(arguments, index)
+        try:
+            found, changes, messages = scanner.scan(arguments, index)
+        except RecursionError:
+            found, changes, messages = [], False, ['arguments: nested too deeply to check. Use fewer levels of '
+                                                   'nested objects and arrays.']
         if messages:
             label = _label(plan, index)
             for message in messages:
