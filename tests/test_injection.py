@@ -412,3 +412,31 @@ async def test_malformed_facade_arguments_unfold_normally() -> None:  # UF-28 in
     result = await Agent(model, tools=[facade]).run('go')
     assert tool_texts(result.messages)[0].startswith('Tools now available: a.')
     assert offered(model, 1) == ['a', 'group', 'group_context']
+
+
+async def test_a_plan_may_call_tools_unfolded_earlier_in_the_run() -> None:
+    from toolweave import Agent, UnfoldingTool
+    from toolweave.testing import FakeTool, ScriptedModel
+
+    inner = FakeTool('lookup', lambda args: {'id': args['id'], 'name': 'Ada'})
+    facade = UnfoldingTool.of('directory', 'People directory', [inner])
+    plan = {'steps': [{'id': 'a', 'tool': 'lookup', 'arguments': {'id': 7}}]}
+    model = ScriptedModel([{'tool': 'directory', 'arguments': {}},
+                           {'tool': 'execute_tool_plan', 'arguments': plan}, 'Ada'])
+    result = await Agent(model, tools=[facade], tool_planning=True).run('who is 7?')
+    assert result.plan_runs[0].ok
+    assert result.plan_runs[0].step('a').value == {'id': 7, 'name': 'Ada'}
+
+
+async def test_a_plan_sent_before_unfolding_cannot_call_inner_tools() -> None:
+    from toolweave import Agent, UnfoldingTool
+    from toolweave.testing import FakeTool, ScriptedModel
+
+    inner = FakeTool('lookup', lambda args: 'x')
+    facade = UnfoldingTool.of('directory', 'People directory', [inner])
+    plan = {'steps': [{'id': 'a', 'tool': 'lookup', 'arguments': {}}]}
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'gave up'])
+    result = await Agent(model, tools=[facade], tool_planning=True).run('who?')
+    tool_message = result.messages[3]
+    assert "unknown tool 'lookup'" in str(getattr(tool_message, 'content', ''))
+    assert inner.call_count == 0

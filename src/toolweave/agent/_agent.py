@@ -18,7 +18,7 @@ from toolweave.agent._injection import RunToolSet, ToolInjectionStrategy, check_
 from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
 from toolweave.agent._planning import AgentPlanTool
 from toolweave.agent._process import AgentProcess, Budget, RunUsage
-from toolweave.approval import ReviewHandler, use_review_handler
+from toolweave.approval import ApprovalRecord, ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import ControlFlowSignal, UsageLimitExceeded, UserError
 from toolweave.models._base import (
     AssistantMessage,
@@ -61,6 +61,8 @@ class AgentRunResult:
     process: AgentProcess
     """The run's process: blackboard, tool call history, timings, status."""
     finish_reason: FinishReason = 'final_answer'
+    approvals: tuple[ApprovalRecord, ...] = ()
+    """Every review decision made during the run (direct calls, plan steps, sub-agents), in order."""
 
 
 class Agent:
@@ -269,10 +271,10 @@ class Agent:
             reviewing: AbstractContextManager[None] = (
                 use_review_handler(self.review_handler) if self.review_handler is not None else nullcontext()
             )
-            with _runtime.using(_runtime.process_var, process), reviewing:
+            with _runtime.using(_runtime.process_var, process), reviewing, record_approvals() as approvals:
                 messages.extend(self._start_messages(prompt, message_history, process))
                 await self.toolset.load()
-                outcome = await run_loop(self.model, self._loop_tools(), process, messages,
+                outcome = await run_loop(self.model, self._loop_tools(process), process, messages,
                                          settings=self.settings, max_iterations=self.max_iterations,
                                          limits=self.limits)
         except UsageLimitExceeded:
@@ -293,7 +295,7 @@ class Agent:
                 parent.absorb(process)
         process.finish('completed')
         return AgentRunResult(outcome.output, tuple(messages), process.usage, tuple(process.plan_runs), process,
-                              outcome.finish_reason)
+                              outcome.finish_reason, approvals.records)
 
     def _start_messages(self, prompt: str, history: Sequence[Message] | None,
                         process: AgentProcess) -> list[Message]:
@@ -312,7 +314,7 @@ class Agent:
             process.emit(MessageEvent(process_id=process.id, time=process.elapsed(), message=message))
         return [*added, *earlier, user]
 
-    def _loop_tools(self) -> LoopTools:
+    def _loop_tools(self, process: AgentProcess) -> LoopTools:
         """The tools of one run: the agent's (read live) changed by tool injections, never the toolset itself."""
         from toolweave.progressive import UnfoldingInjectionStrategy  # imports the agent package: load it late
 
@@ -329,6 +331,7 @@ class Agent:
 
         run_tools = RunToolSet(base, find_base, (UnfoldingInjectionStrategy(), *self.injection_strategies),
                                self.tool_decorator)
+        process.offered_tools = run_tools.tools
 
         def definitions() -> list[ToolDefinition]:
             return [tool.definition for tool in run_tools.tools()]

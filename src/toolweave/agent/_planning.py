@@ -13,6 +13,7 @@ from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool, ToolArguments
 
 if TYPE_CHECKING:
+    from toolweave.agent._process import AgentProcess
     from toolweave.plan import PlanEvent
     from toolweave.tools._context import ToolCallContext
     from toolweave.tools._toolset import Toolset
@@ -39,7 +40,8 @@ class AgentPlanTool(Tool):
     def __init__(self, toolset: Toolset, options: Mapping[str, Any] | None = None) -> None:
         from toolweave.plan import PlanTool
 
-        self.inner = PlanTool(toolset, on_event=forward_plan_event, **dict(options or {}))
+        self.options = dict(options or {})
+        self.inner = PlanTool(toolset, on_event=forward_plan_event, **self.options)
 
     @property
     def definition(self) -> ToolDefinition:
@@ -51,8 +53,19 @@ class AgentPlanTool(Tool):
     async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
         from toolweave.plan import PlanRun
 
-        result = await self.inner.call(arguments, context)
         process = current_process()
+        result = await self._for_run(process).call(arguments, context)
         if process is not None and isinstance(result.value, PlanRun):
             process.record_plan_run(result.value)
         return result
+
+    def _for_run(self, process: AgentProcess | None) -> Tool:
+        """The plan tool over the tools the run offers now, so a plan may call tools that unfolding or another
+        injection added during the run (and not those it removed)."""
+        if process is None or process.offered_tools is None:
+            return self.inner
+        from toolweave.plan import PlanTool
+        from toolweave.tools._toolset import Toolset
+
+        offered = [tool for tool in process.offered_tools() if tool is not self]
+        return PlanTool(Toolset(offered), on_event=forward_plan_event, **self.options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
@@ -18,6 +19,7 @@ from toolweave.tools._result import ToolResult
 
 if TYPE_CHECKING:
     from toolweave.plan import PlanRun
+    from toolweave.tools._tool import Tool
 
 __all__ = ('AgentProcess', 'Budget', 'ProcessStatus', 'RunUsage', 'ToolCallRecord', 'current_process')
 
@@ -127,6 +129,9 @@ class AgentProcess:
     models: dict[str, Usage] = field(default_factory=dict)
     """Usage per model name (requests, input and output tokens), for cost reports."""
     events: EventHub = field(default_factory=EventHub, repr=False)
+    offered_tools: Callable[[], list[Tool]] | None = field(default=None, repr=False)
+    """The tools the run offers the model right now (the agent's, changed by unfolding and other injections);
+    a plan sent during the run may call any of them."""
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

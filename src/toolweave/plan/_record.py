@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
 from toolweave.plan._model import Plan, StepStatus
+
+if TYPE_CHECKING:
+    from toolweave.approval import ApprovalRecord
 
 __all__ = ('DEFAULT_MAX_OUTPUT_CHARS', 'JSON_START', 'PlanRun', 'StepRecord', 'cut', 'jsonable', 'parse_output')
 
@@ -148,6 +151,8 @@ class PlanRun:
     """Seconds from start to the end of the last step."""
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
     """Where each value shown to the model is cut."""
+    approvals: tuple[ApprovalRecord, ...] = ()
+    """Every review decision made during the run (gated steps, and gated tools inside them), in order."""
     succeeded: int = field(init=False)
     failed: int = field(init=False)
     skipped: int = field(init=False)
@@ -233,7 +238,7 @@ class PlanRun:
             'duration': self.duration, 'total': self.total, 'succeeded': self.succeeded, 'failed': self.failed,
             'skipped': self.skipped, 'cancelled': self.cancelled, 'ok': self.ok,
             'waves': [list(w) for w in self.waves], 'steps': [record.to_dict() for record in self.steps],
-            'summary': self.summary,
+            'summary': self.summary, 'approvals': [record.to_dict() for record in self.approvals],
         }
 
     def __repr__(self) -> str:

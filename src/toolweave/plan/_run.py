@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from toolweave.approval import ReviewHandler, use_review_handler
+from toolweave.approval import ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanValidationError, UserError
 from toolweave.plan._executor import execute
 from toolweave.plan._model import EventHandler, MissingField, Plan
@@ -69,10 +69,14 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     run = partial(execute, prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
                   timeout=options.timeout, missing_field=options.missing_field, context=context,
                   on_event=on_event, max_output_chars=options.max_output_chars)
-    if options.review_handler is None:  # keep the handler the caller installed (an agent's, for example)
-        return await run()
-    with use_review_handler(options.review_handler):
-        return await run()
+    with record_approvals() as log:
+        if options.review_handler is None:  # keep the handler the caller installed (an agent's, for example)
+            result = await run()
+        else:
+            with use_review_handler(options.review_handler):
+                result = await run()
+    result.approvals = log.records
+    return result
 
 
 async def run_plan(
