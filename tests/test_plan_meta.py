@@ -31,9 +31,11 @@ def test_schema() -> None:  # MT-4, MT-5
     assert definition.name == 'execute_tool_plan'
     assert 'plan' in definition.description
     schema = definition.parameters
-    assert schema['required'] == ['steps'] and schema['additionalProperties'] is False
+    # MT-4 with strict mode on: every property is required, so `output_steps` is nullable instead of optional.
+    assert definition.metadata.strict is True
+    assert schema['required'] == ['steps', 'output_steps'] and schema['additionalProperties'] is False
     assert schema['properties']['output_steps'] == {
-        'type': 'array', 'items': {'type': 'string'},
+        'type': ['array', 'null'], 'items': {'type': 'string'},
         'description': schema['properties']['output_steps']['description']}
     items = schema['properties']['steps']['items']
     assert items['required'] == ['id', 'tool', 'arguments'] and items['additionalProperties'] is False

@@ -524,3 +524,17 @@ async def test_timeout_setting_is_not_part_of_the_body() -> None:
     replay = Replay([TEXT_REPLY])
     await make_model(replay).respond([UserMessage('x')], [], ModelSettings(timeout=3.0))
     assert 'timeout' not in replay.sent[0].body
+
+
+async def test_strict_tools_ask_the_provider_to_enforce_their_schema() -> None:
+    from toolweave import PlanTool, Toolset
+    from toolweave.testing import FakeTool
+
+    replay = Replay.from_cassette('openai_text.json')
+    planner = PlanTool(Toolset([FakeTool('echo')]))
+    await make_model(replay).respond([UserMessage('Say hello.')], [WEATHER, planner.definition])
+
+    weather, plan = (tool['function'] for tool in replay.sent[0].body['tools'])
+    assert 'strict' not in weather
+    assert plan['strict'] is True
+    assert plan['parameters']['required'] == ['steps', 'output_steps']

@@ -31,6 +31,7 @@ try:
         ChatCompletionMessageFunctionToolCallParam,
         ChatCompletionMessageParam,
     )
+    from openai.types.shared_params import FunctionDefinition
 except ImportError as _exc:  # pragma: no cover - exercised by a test that hides the package
     raise ImportError(
         'Please install the `openai` package to use OpenAI-compatible models: `pip install "toolweave[openai]"`.'
@@ -222,9 +223,9 @@ def _message(message: Message) -> ChatCompletionMessageParam:
 
 def _tool(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:
     parameters = plain_json_object(tool.parameters, where=f'Parameters schema of tool {tool.name!r}')
+    function: FunctionDefinition = {'name': tool.name, 'parameters': parameters}
     if tool.description:
-        return {
-            'type': 'function',
-            'function': {'name': tool.name, 'description': tool.description, 'parameters': parameters},
-        }
-    return {'type': 'function', 'function': {'name': tool.name, 'parameters': parameters}}
+        function['description'] = tool.description
+    if tool.metadata.strict:
+        function['strict'] = True
+    return {'type': 'function', 'function': function}

@@ -19,7 +19,7 @@ from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._run import RunOptions, run_parsed
 from toolweave.plan._validate import as_toolset
 from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition
+from toolweave.tools._definition import ToolDefinition, ToolMetadata
 from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool, ToolArguments
 
@@ -55,10 +55,11 @@ def _id_schema() -> dict[str, Any]:
         'type': 'object',
         'properties': {
             'steps': {'type': 'array', 'items': step, 'description': 'The tool calls of the plan.'},
-            'output_steps': {'type': 'array', 'items': {'type': 'string'},
-                             'description': 'Ids of the steps whose outputs you need back (default: all).'},
+            # Required but nullable: providers' strict mode wants every property listed; null means all steps.
+            'output_steps': {'type': ['array', 'null'], 'items': {'type': 'string'},
+                             'description': 'Ids of the steps whose outputs you need back (null: all).'},
         },
-        'required': ['steps'],
+        'required': ['steps', 'output_steps'],
         'additionalProperties': False,
     }
 
@@ -136,6 +137,7 @@ class PlanTool(Tool):
             name or default_name,
             description or (_ID_DESCRIPTION if dialect == 'id' else _INDEX_DESCRIPTION),
             _id_schema() if dialect == 'id' else _index_schema(),
+            ToolMetadata(strict=True),
         )
 
     @property

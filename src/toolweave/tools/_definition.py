@@ -42,6 +42,9 @@ class ToolMetadata:
     """A review handler must approve each call before the tool runs."""
     category: str | None = None
     """A grouping label for progressive disclosure."""
+    strict: bool = False
+    """The schema follows the providers' strict rules (every property required, no additional properties), so
+    adapters ask the provider to enforce it (OpenAI `strict: true`): the model's arguments always match."""
     extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """Anything else an integration wants to carry."""
 
