@@ -137,15 +137,15 @@ def _scenario_table(scenario: Scenario, by_tool: ScenarioRun, planned: ScenarioR
 
 def _totals_table(pairs: list[tuple[ScenarioRun, ScenarioRun]]) -> Table:
     table = Table(title='All scenarios', title_justify='left', title_style='bold cyan')
-    for column in ('scenario', 'LLM calls', 'input tokens', 'wall time'):
-        table.add_column(column, justify='left' if column == 'scenario' else 'right')
+    for column in ('scenario', 'LLM calls', 'input tokens (plan share)', 'wall time (speed-up)'):
+        table.add_column(column, justify='left' if column == 'scenario' else 'right', no_wrap=True)
     for by_tool, planned in pairs:
+        share = planned.input_tokens / max(by_tool.input_tokens, 1)
+        speedup = by_tool.wall_time / planned.wall_time if planned.wall_time > 0 else 0.0
         table.add_row(
             by_tool.scenario,
-            f'{by_tool.llm_calls} -> {planned.llm_calls}',
-            f'{by_tool.input_tokens:,} -> {planned.input_tokens:,} '
-            f'({planned.input_tokens / max(by_tool.input_tokens, 1):.0%})',
-            f'{by_tool.wall_time:.2f} s -> {planned.wall_time:.2f} s '
-            f'({_ratio(by_tool.wall_time, planned.wall_time, fewer="faster")})',
+            f'{by_tool.llm_calls} → {planned.llm_calls}',
+            f'{by_tool.input_tokens:,} → {planned.input_tokens:,} ({share:.0%})',
+            f'{by_tool.wall_time:.2f} → {planned.wall_time:.2f} s ({speedup:.1f}×)',
         )
     return table
