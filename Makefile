@@ -28,7 +28,7 @@ lint: $(STAMP) ## Ruff
 	$(BIN)/ruff check src tests benchmarks examples
 
 .PHONY: typecheck
-typecheck: $(STAMP) ## mypy strict on src
+typecheck: $(STAMP) ## mypy strict on src, tests, benchmarks and examples
 	$(BIN)/mypy
 
 .PHONY: bench

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 import zlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -191,7 +192,9 @@ async def aggregate(values: list[float], operation: Literal['mean', 'median', 'm
     await _latency(0.01)
     if not values:
         raise ValueError('aggregate needs at least one value, got an empty list.')
-    functions = {'mean': statistics.fmean, 'median': statistics.median, 'min': min, 'max': max, 'sum': sum}
+    functions: dict[str, Callable[[list[float]], float]] = {
+        'mean': statistics.fmean, 'median': statistics.median, 'min': min, 'max': max, 'sum': sum,
+    }
     return round(float(functions[operation](values)), 4)
 
 

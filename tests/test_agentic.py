@@ -289,6 +289,7 @@ async def test_huge_sub_tool_output_is_cut_for_the_inner_model() -> None:
     result, _ = await run_inside(SimpleAgenticTool('d', 'd', tools=[dump], model=inner), {})
     assert result.output == 'summarised'
     sent = inner.last_messages[-1].content
+    assert sent is not None
     assert len(sent) < 21_000 and 'cut' in sent
 
 
@@ -428,7 +429,9 @@ async def test_the_callers_review_handler_gates_sub_tools() -> None:
     outer = ScriptedModel([call('admin'), 'done'])
     await Agent(outer, tools=[agentic], review_handler=CallbackReviewHandler(reviewer)).run('go')
     assert reviewed == ['delete_all']
-    assert not inner.last_messages[-1].content.endswith('deleted')
+    last = inner.last_messages[-1].content
+    assert last is not None
+    assert not last.endswith('deleted')
 
 
 async def test_model_strings_are_resolved_at_the_first_call() -> None:

@@ -263,7 +263,7 @@ async def test_callback_handler_async_sync_and_bool() -> None:
     with use_review_handler(CallbackReviewHandler(sync_reviewer)):
         assert (await gated_echo().call('x')).error == 'Rejected by reviewer: x'
         assert (await gated_echo('other').call('x')).output == 'wrote x'
-    with use_review_handler(CallbackReviewHandler(lambda request: None)), pytest.raises(
+    with use_review_handler(CallbackReviewHandler(lambda request: None)), pytest.raises(  # type: ignore[arg-type, return-value]
             ToolConfigurationError, match=r'Review callback .*<lambda> returned None .* Return a ReviewDecision'):
         await gated_echo().call('x')
     with pytest.raises(TypeError, match='needs a callable'):
@@ -323,7 +323,7 @@ async def test_rule_predicate_that_raises_rejects() -> None:
     (lambda: ReviewDecision('maybe'), ValueError, 'kind must be one of'),  # type: ignore[arg-type]
     (lambda: ReviewDecision('edit'), ValueError, 'needs the revised input'),
     (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be > 0'),
-    (lambda: requires_approval(gated_echo(), on_timeout='wait'), ToolConfigurationError,  # type: ignore[arg-type]
+    (lambda: requires_approval(gated_echo(), on_timeout='wait'), ToolConfigurationError,  # type: ignore[call-overload]
      'on_timeout'),
     (lambda: requires_approval(42), TypeError, 'needs a Tool or a function'),  # type: ignore[call-overload]
 ])
@@ -423,7 +423,7 @@ async def test_agent_runs_gated_tools_through_its_handler_and_ap9_propagates() -
     gated = gated_echo()
     pipeline = ToolPipeline.of('save_report', 'Tidy and write a report',
                                TextTool.from_function('tidy', 'tidies', lambda t: t.strip()), gated)
-    script = [{'tool': 'save_report', 'arguments': {'input': '  q3.txt '}}, 'Saved.']
+    script: list[str | dict[str, Any]] = [{'tool': 'save_report', 'arguments': {'input': '  q3.txt '}}, 'Saved.']
     handler = Recorder()
     with record_approvals() as log:
         result = await Agent(ScriptedModel(script), tools=[pipeline], review_handler=handler).run('save it')
@@ -530,6 +530,8 @@ async def test_requires_approval_on_method_tools_keeps_binding_and_discovery() -
     files = Files()
     (found,) = tools_from(files)
     assert isinstance(found, FunctionTool) and found.definition.metadata.requires_approval
+    # `requires_approval(timeout=...)` is typed to return a plain Tool; the method is still a FunctionTool.
+    assert isinstance(files.delete, FunctionTool)
     assert files.delete('/direct') == 'deleted /direct'  # still callable as the method
     handler = Recorder()
     with use_review_handler(handler):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from toolweave import (
@@ -30,8 +32,11 @@ async def test_plan_run_records_each_decision_with_resolved_arguments() -> None:
         {'id': 'prod', 'tool': 'delete', 'arguments': {'name': '$ref:which'}},
     ]}
     run = await run_plan(plan, [target, delete], review_handler=CallbackReviewHandler(decide))
-    assert sorted((r.request.arguments['name'], r.outcome) for r in run.approvals) == [
-        ('dev-db', 'approved'), ('prod-db', 'rejected')]
+    decided = []
+    for r in run.approvals:
+        assert isinstance(r.request.arguments, Mapping)  # these steps' arguments are JSON objects
+        decided.append((r.request.arguments['name'], r.outcome))
+    assert sorted(decided) == [('dev-db', 'approved'), ('prod-db', 'rejected')]
     assert [s.status for s in run.steps] == ['succeeded', 'succeeded', 'failed']
     assert sorted(a['outcome'] for a in run.to_dict()['approvals']) == ['approved', 'rejected']
 

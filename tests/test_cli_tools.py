@@ -6,6 +6,7 @@ import itertools
 import json
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,12 +79,12 @@ DUPLICATES = [FakeTool('x'), FakeTool('x')]
 
 
 @pytest.fixture
-def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f'cli_tools_fixture_{next(_counter)}'
     (tmp_path / f'{name}.py').write_text(textwrap.dedent(MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    yield name  # type: ignore[misc]
+    yield name
     sys.modules.pop(name, None)
 
 

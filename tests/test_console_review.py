@@ -14,7 +14,7 @@ import sys
 import termios
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -127,8 +127,11 @@ class Terminal:
         return self.text
 
 
+StartTerminal = Callable[[str], Terminal]  # the `terminal` fixture: start the child in a scenario
+
+
 @pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[type[Terminal]]:
+def terminal(tmp_path: Path) -> Iterator[StartTerminal]:
     script = tmp_path / 'child.py'
     script.write_text(CHILD)
     started: list[Terminal] = []
@@ -138,7 +141,7 @@ def terminal(tmp_path: Path) -> Iterator[type[Terminal]]:
         started.append(term)
         return term
 
-    yield start  # type: ignore[misc]
+    yield start
     for term in started:
         if term.process.poll() is None:
             term.process.kill()
@@ -148,7 +151,7 @@ def terminal(tmp_path: Path) -> Iterator[type[Terminal]]:
 PROMPT = r'\[a\]pprove / a\[l\]ways / \[e\]dit / \[r\]eject / \[q\]uit run > '
 
 
-def test_approve_through_a_terminal(terminal: type[Terminal]) -> None:
+def test_approve_through_a_terminal(terminal: StartTerminal) -> None:
     term = terminal('single')
     term.expect(r'Approval required: write_file')
     term.expect(r'write_file: \{"input":"notes.txt"\}')
@@ -160,7 +163,7 @@ def test_approve_through_a_terminal(terminal: type[Terminal]) -> None:
     term.finish()
 
 
-def test_edit_through_a_terminal(terminal: type[Terminal]) -> None:
+def test_edit_through_a_terminal(terminal: StartTerminal) -> None:
     term = terminal('single')
     term.expect(PROMPT)
     term.send('what?')
@@ -175,7 +178,7 @@ def test_edit_through_a_terminal(terminal: type[Terminal]) -> None:
     term.finish()
 
 
-def test_reject_through_a_terminal(terminal: type[Terminal]) -> None:
+def test_reject_through_a_terminal(terminal: StartTerminal) -> None:
     term = terminal('single')
     term.expect(PROMPT)
     term.send('r not on a Friday')
@@ -184,7 +187,7 @@ def test_reject_through_a_terminal(terminal: type[Terminal]) -> None:
     term.finish()
 
 
-def test_quit_stops_the_run(terminal: type[Terminal]) -> None:
+def test_quit_stops_the_run(terminal: StartTerminal) -> None:
     term = terminal('single')
     term.expect(PROMPT)
     term.send('q')
@@ -192,7 +195,7 @@ def test_quit_stops_the_run(terminal: type[Terminal]) -> None:
     term.finish()
 
 
-def test_unanswered_prompt_times_out(terminal: type[Terminal]) -> None:
+def test_unanswered_prompt_times_out(terminal: StartTerminal) -> None:
     term = terminal('timeout')
     term.expect(r'timeout 0.5 s, then reject')
     term.expect(r'No answer within 0.5 s: rejected.')
@@ -202,7 +205,7 @@ def test_unanswered_prompt_times_out(terminal: type[Terminal]) -> None:
 
 
 @pytest.mark.parametrize('scenario', ['concurrent', 'threads'])
-def test_console_lock_serialises_prompts(terminal: type[Terminal], scenario: str) -> None:
+def test_console_lock_serialises_prompts(terminal: StartTerminal, scenario: str) -> None:
     # AP-12: two gated calls at once (two tasks of one event loop, or two event loops in two threads); the second
     # prompt appears only after the first is answered.
     term = terminal(scenario)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
-from toolweave import DelegatingTool, OneShotPerLoopTool, ToolCallContext, Toolset, tool, with_description
+from toolweave import DelegatingTool, OneShotPerLoopTool, Tool, ToolCallContext, Toolset, tool, with_description
 from toolweave.testing import FakeTool
 
 pytestmark = pytest.mark.anyio
@@ -150,9 +150,9 @@ async def test_context_aware_function_tool_gets_the_context() -> None:  # CX-13,
     [DelegatingTool, lambda t: with_description(t, 'x'), OneShotPerLoopTool,
      lambda t: Toolset([t]).prefixed('p').tools[0]],
 )
-async def test_decorators_forward_the_context_unchanged(decorate: object) -> None:  # CX-15
+async def test_decorators_forward_the_context_unchanged(decorate: Callable[[Tool], Tool]) -> None:  # CX-15
     fake = FakeTool('inner')
-    decorated = decorate(fake)  # type: ignore[operator]
+    decorated = decorate(fake)
     ctx = ToolCallContext.of(tenant='acme')
     await decorated.call('{}', ctx)
     assert fake.calls[0].context is ctx

@@ -79,8 +79,11 @@ def test_metrics_plan_is_scheduled_eagerly(monkeypatch: pytest.MonkeyPatch) -> N
     # D7: memory_alert starts as soon as memory is done, while cpu (same wave, slower) is still running.
     monkeypatch.setattr(examples.tools, 'LATENCY_SCALE', 2.0)
     run = run_plan_sync(load('metrics.json'), TOOLS)
-    assert run.step('memory').duration < run.step('cpu').duration  # type: ignore[operator]
-    assert run.step('memory_alert').started_at < run.step('cpu').ended_at  # type: ignore[operator]
+    memory, cpu, memory_alert = run.step('memory'), run.step('cpu'), run.step('memory_alert')
+    assert memory.duration is not None and cpu.duration is not None
+    assert memory.duration < cpu.duration
+    assert memory_alert.started_at is not None and cpu.ended_at is not None
+    assert memory_alert.started_at < cpu.ended_at
     assert run.step('memory_alert').wave == run.step('cpu_alert').wave == 2
 
 

@@ -12,6 +12,7 @@ import pytest
 from toolweave import ToolDefinition, UserError
 from toolweave.models import (
     AssistantMessage,
+    Message,
     Model,
     ModelResponse,
     SystemMessage,
@@ -67,7 +68,7 @@ async def test_scripted_model_runs_out_with_a_clear_error() -> None:
 
 def test_scripted_model_rejects_bad_entries_at_construction() -> None:
     with pytest.raises(UserError, match='Script entry 1'):
-        ScriptedModel(['ok', 42])
+        ScriptedModel(['ok', 42])  # type: ignore[list-item]
     with pytest.raises(UserError, match='no tool name'):
         ScriptedModel([{'arguments': {}}])
     with pytest.raises(UserError, match='latency'):
@@ -75,7 +76,7 @@ def test_scripted_model_rejects_bad_entries_at_construction() -> None:
 
 
 async def test_usage_estimate_is_ceil_chars_over_four_of_what_was_sent() -> None:
-    messages = [SystemMessage('Be brief.'), UserMessage('Add 1 and 2')]
+    messages: list[Message] = [SystemMessage('Be brief.'), UserMessage('Add 1 and 2')]
     model = ScriptedModel([{'tool': 'add', 'arguments': {'a': 1}}])
     response = await model.respond(messages, [ADD])
     sent = json.dumps([{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Add 1 and 2'}],
@@ -109,11 +110,11 @@ async def test_explicit_usage_is_kept() -> None:
 async def test_function_model_sync_and_async(anyio_backend: str) -> None:
     seen: list[int] = []
 
-    def sync_fn(messages: list[object], tools: list[ToolDefinition]) -> str:
+    def sync_fn(messages: list[Message], tools: list[ToolDefinition]) -> str:
         seen.append(len(messages))
         return f'{len(messages)} messages, {len(tools)} tools'
 
-    async def async_fn(messages: list[object], tools: list[ToolDefinition]) -> object:
+    async def async_fn(messages: list[Message], tools: list[ToolDefinition]) -> object:
         await anyio.lowlevel.checkpoint()
         return [{'tool': 'add', 'arguments': {'a': 1}}, {'tool': 'add', 'arguments': {'a': 2}}]
 

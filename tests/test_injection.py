@@ -371,7 +371,12 @@ def plan_call(*steps: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
 async def test_facade_called_in_a_plan_unfolds_too() -> None:
     facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
     seen: list[dict[str, Any]] = []
-    other = FakeTool('other', lambda args: seen.append(args) or 'ok')
+
+    def record(args: dict[str, Any]) -> str:
+        seen.append(args)
+        return 'ok'
+
+    other = FakeTool('other', record)
     model = ScriptedModel([plan_call(('s1', 'group', {}), ('s2', 'other', {'x': '$ref:s1'})), call('a'), 'done'])
     result = await Agent(model, tools=[facade, other], tool_planning=True).run('go')
     assert offered(model, 1) == ['other', 'execute_tool_plan', 'a', 'group', 'group_context']

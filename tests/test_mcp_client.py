@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -198,7 +198,7 @@ async def test_works_on_both_backends(anyio_backend: str) -> None:
     async with McpToolset(raw_server()) as in_process, McpToolset.stdio(sys.executable, [FIXTURE, 'tiny']) as tiny:
         outputs: list[str] = []
 
-        async def call(tools: McpToolset, name: str, arguments: dict[str, object]) -> None:
+        async def call(tools: McpToolset, name: str, arguments: Mapping[str, object]) -> None:
             outputs.append((await tools.get(name).call(arguments)).output)
 
         started = time.perf_counter()
@@ -349,7 +349,8 @@ async def test_factory_connects_and_closes_its_servers() -> None:
         combined = McpToolFactory([first, second.filtered(['echo']).prefixed('b')]).matching('^(b_)?echo$')
         assert combined.names == ['echo', 'b_echo']
         assert (await combined.get('b_echo').call({'text': 'via prefix'})).output == 'via prefix'
-    assert not first.connected and not second.connected
+    # A tuple, not `not a and not b`: mypy keeps the `connected` narrowing from inside the block.
+    assert (first.connected, second.connected) == (False, False)
 
 
 # plans over MCP tools

@@ -608,7 +608,7 @@ async def test_pl33_one_model_tool_call_runs_every_step_once() -> None:
 @given(prefixes=st.lists(st.text(max_size=12), min_size=1, max_size=4), text=st.text(max_size=30))
 def test_text_flows_unchanged_whatever_it_looks_like(prefixes: list[str], text: str) -> None:
     # Intermediate outputs that look like JSON (even `{"input": ...}`) reach the next text step verbatim.
-    steps = [Step(f'p{i}', lambda t, p=p: p + t) for i, p in enumerate(prefixes)]
+    steps = [prefix(p, f'p{i}') for i, p in enumerate(prefixes)]
     result = ToolPipeline.of(*steps).call_sync({'input': text})
     assert result.output == ''.join(reversed(prefixes)) + text
 

@@ -33,7 +33,7 @@ def dags(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, str], int | None]:
         delay = draw(delays)
         behaviour[f's{i}'] = how
         arguments = {'refs': [f'$ref:s{d}' for d in sorted(deps)], 'tool': how, 'delay': delay}
-        if deps and draw(st.booleans()):
+        if bool(deps) and draw(st.booleans()):  # bool(): mypy types the right side of `deps and ...` as a set
             arguments['text'] = f'from {{{{$ref:s{min(deps)}}}}}'
         steps.append({'id': f's{i}', 'tool': 'work', 'arguments': arguments})
     order = draw(st.permutations(range(n)))

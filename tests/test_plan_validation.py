@@ -128,8 +128,9 @@ async def test_forward_position_is_legal_in_id_plans() -> None:  # PV-12
 async def test_arguments_that_are_not_json_fail_at_run_time() -> None:  # PV-14, FF-7
     plan = {'steps': [step('s1', 'echo', '{not json'), step('s2', 'echo', '{"x": "$ref:s1"}'), step('s3')]}
     run = await toolweave.run_plan(plan, tools())
-    assert run.step('s1').error is not None
-    assert run.step('s1').error.startswith("Failed to deserialize arguments for tool 'echo': Expecting property name")
+    error = run.step('s1').error
+    assert error is not None
+    assert error.startswith("Failed to deserialize arguments for tool 'echo': Expecting property name")
     assert run.step('s2').status == 'skipped'
     assert run.step('s3').status == 'succeeded'
 

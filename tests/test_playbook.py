@@ -193,7 +193,7 @@ def test_on_artifact_matches_the_type_and_subtypes_only() -> None:  # PB-5
 
 
 def test_predicates_and_blackboard_conditions() -> None:  # PB-6
-    condition = WhenPredicate(lambda c: c.iteration_count >= 3)
+    condition: UnlockCondition = WhenPredicate(lambda c: c.iteration_count >= 3)
     assert not condition.is_satisfied(PlaybookContext(iteration_count=2))
     assert condition.is_satisfied(PlaybookContext(iteration_count=3))
     process = AgentProcess()
@@ -376,6 +376,7 @@ async def test_default_and_custom_system_prompt() -> None:  # PB-15
     playbook = PlaybookTool('researcher', 'Research and analyze topics', model=inner, tools=[search])
     await run_inside(playbook)
     prompt = inner.requests[0].messages[0].content
+    assert prompt is not None
     assert 'Research and analyze topics' in prompt
     assert 'Some tools may require certain prerequisites' in prompt
     await run_inside(playbook.with_system_prompt('Custom prompt'))

@@ -93,7 +93,9 @@ async def test_invalid_arguments_list_every_problem() -> None:
     assert 'city: Field required' in result.error
     assert 'days: Input should be a valid integer' in result.error
     assert "unit: Input should be 'C' or 'F', got \"K\"" in result.error
-    assert (await tool.call('not json')).error.startswith("Invalid JSON arguments for tool 'weather'")  # type: ignore[union-attr]
+    error = (await tool.call('not json')).error
+    assert error is not None
+    assert error.startswith("Invalid JSON arguments for tool 'weather'")
 
 
 async def test_handler_with_context_and_async_handler() -> None:

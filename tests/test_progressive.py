@@ -172,7 +172,7 @@ def test_selector_that_raises_is_a_failure_the_model_reads() -> None:
     assert UnfoldingInjectionStrategy().evaluate(outcome(facade, '{}', result, [facade])) is None
 
 
-def by_category() -> tuple[UnfoldingTool, Tool, Tool, Tool]:
+def by_category() -> tuple[UnfoldingTool, FakeTool, FakeTool, FakeTool]:
     query, insert, delete = FakeTool('query'), FakeTool('insert'), FakeTool('delete')
     facade = UnfoldingTool.by_category('db', 'Database.', {'read': [query], 'write': [insert, delete]})
     return facade, query, insert, delete
@@ -473,7 +473,12 @@ def test_nested_class_that_needs_arguments_is_an_error() -> None:
 
 async def test_shortcut_calls_the_inner_tool() -> None:  # UF-27
     received: list[Any] = []
-    create = FakeTool('create_task', lambda args: received.append(args) or 'created')
+
+    def record(args: dict[str, Any]) -> str:
+        received.append(args)
+        return 'created'
+
+    create = FakeTool('create_task', record)
     facade = UnfoldingTool.of('tasks', 'Tasks.', [create])
     result = await facade.call('{"create_task":{"name":"review-auth"}}')
     assert result.output == 'created' and received == [{'name': 'review-auth'}]

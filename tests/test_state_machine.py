@@ -239,6 +239,7 @@ async def test_result_is_plain_text_and_tool_objects_are_global() -> None:  # SM
     result, _ = await run_inside(machine)
     assert result.ok and result.output == 'looked up' and not result.has_value
     prompt = inner.requests[0].messages[0].content
+    assert prompt is not None
     assert 'Current state: DONE' in prompt and 'Task: Find answers' in prompt
     assert inner.requests[0].tools[0].description == 'Look something up.\n\n[Available in all states]'
 

@@ -206,7 +206,7 @@ def test_misuse() -> None:
     with pytest.raises(UserError, match=r'NoRun must implement `async def run\(self, text: str\)`'):
         NoRun()
     with pytest.raises(UserError, match='needs a callable'):
-        TextTool.from_function('x', 'x', 'nope')
+        TextTool.from_function('x', 'x', 'nope')  # type: ignore[arg-type]
     with pytest.raises(ToolNameError, match='web search'):
         TextTool.from_function('web search', 'x', lambda text: text)
 

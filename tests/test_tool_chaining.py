@@ -320,6 +320,7 @@ async def test_raising_predicate_turns_the_call_into_a_failure() -> None:
     users = SimpleAgenticTool('users', 'Manage', model=inner, tools=[get_user]).with_tool_chaining_from(User, broken)
     result, _ = await run_inside(users, {})
     message = inner.last_messages[-1].content
+    assert message is not None
     assert 'tool chaining failed' in message and 'no role service' in message
     assert result.ok
 

@@ -275,4 +275,4 @@ def test_bad_construction(args: tuple[object, ...], kwargs: dict[str, object], m
 
 def test_loader_returning_a_non_list() -> None:
     with pytest.raises(UserError, match="Loader of tool group 'g' must return a list of tools, got int"):
-        Toolset([ToolGroup('g', lambda: 42)]).names  # noqa: B018
+        Toolset([ToolGroup('g', lambda: 42)]).names  # type: ignore[arg-type, return-value]  # noqa: B018

@@ -17,6 +17,7 @@ from toolweave import ModelError, ToolDefinition, UserError
 from toolweave.models import (
     AnthropicModel,
     AssistantMessage,
+    Message,
     Model,
     ModelSettings,
     SystemMessage,
@@ -134,7 +135,7 @@ async def test_tool_result_round_trip_merges_results_into_one_user_turn() -> Non
 
 async def test_user_text_after_tool_results_joins_the_same_turn() -> None:
     replay = Replay([TEXT_REPLY])
-    history = [
+    history: list[Message] = [
         UserMessage('go'),
         AssistantMessage(None, (ToolCall('t1', 'get_weather', '{"city":"Oslo"}'),)),
         ToolMessage('t1', 'get_weather', 'sunny'),
@@ -165,7 +166,7 @@ async def test_user_text_after_tool_results_joins_the_same_turn() -> None:
 
 async def test_malformed_tool_arguments_in_history_stay_visible() -> None:
     replay = Replay([TEXT_REPLY])
-    history = [
+    history: list[Message] = [
         UserMessage('go'),
         AssistantMessage(
             None, (ToolCall('t1', 'a', 'not json'), ToolCall('t2', 'b', '[1, 2]'), ToolCall('t3', 'c', ''))

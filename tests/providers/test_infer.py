@@ -47,9 +47,11 @@ def test_ollama_default_and_env_override(monkeypatch: pytest.MonkeyPatch) -> Non
     assert model.api_key_env is None  # Ollama needs no key, so a 401 never blames OPENAI_API_KEY
 
     monkeypatch.setenv('OLLAMA_BASE_URL', 'http://gpu-box:11434/v1')
-    assert infer_model('ollama:llama3.2:3b').base_url == 'http://gpu-box:11434/v1'
+    tagged = infer_model('ollama:llama3.2:3b')
+    assert isinstance(tagged, OpenAIChatModel)
+    assert tagged.base_url == 'http://gpu-box:11434/v1'
     # Ollama tags contain a colon; only the first one separates the provider.
-    assert infer_model('ollama:llama3.2:3b').model_name == 'llama3.2:3b'  # type: ignore[attr-defined]
+    assert tagged.model_name == 'llama3.2:3b'
 
 
 @pytest.mark.parametrize(
@@ -64,7 +66,9 @@ def test_local_servers(string: str, env: str, url: str, monkeypatch: pytest.Monk
     assert isinstance(model, OpenAIChatModel)
     assert model.base_url == url
     monkeypatch.setenv(env, 'http://elsewhere:1234/v1')
-    assert infer_model(string).base_url == 'http://elsewhere:1234/v1'  # type: ignore[attr-defined]
+    overridden = infer_model(string)
+    assert isinstance(overridden, OpenAIChatModel)
+    assert overridden.base_url == 'http://elsewhere:1234/v1'
 
 
 @pytest.mark.parametrize(
@@ -176,9 +180,14 @@ async def test_inferred_models_over_real_sockets(local_server: LocalServer, monk
     local_server.replay.replies += [openai_reply, openai_reply, anthropic_reply]
     monkeypatch.setenv('OLLAMA_BASE_URL', f'{local_server.base_url}/v1')
 
-    async with infer_model('ollama:qwen2.5') as ollama:  # type: ignore[attr-defined]
+    # `infer_model` is typed to return a `Model`, which has no `async with`; both strings give the chat adapter.
+    ollama = infer_model('ollama:qwen2.5')
+    assert isinstance(ollama, OpenAIChatModel)
+    async with ollama:
         assert (await ollama.respond([UserMessage('hi')], [])).text == 'Hello!'
-    async with infer_model(f'openai-compatible:served-model@{local_server.base_url}/v1') as compatible:  # type: ignore[attr-defined]
+    compatible = infer_model(f'openai-compatible:served-model@{local_server.base_url}/v1')
+    assert isinstance(compatible, OpenAIChatModel)
+    async with compatible:
         assert (await compatible.respond([UserMessage('hi')], [])).text == 'Hello!'
     async with AnthropicModel('claude-sonnet-4-6', api_key='sk-ant-local', base_url=local_server.base_url) as claude:
         assert (await claude.respond([UserMessage('hi')], [])).text == 'Hello!'

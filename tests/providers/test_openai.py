@@ -27,7 +27,7 @@ from toolweave.models import (
     UserMessage,
 )
 
-from .conftest import Replay, Sleeps, load_cassette
+from .conftest import Replay, Reply, Sleeps, load_cassette
 
 pytestmark = pytest.mark.anyio
 
@@ -351,7 +351,8 @@ async def test_unreachable_server_becomes_model_error(sleeps: Sleeps) -> None:
 
 
 async def test_timeouts_are_retried_then_reported(sleeps: Sleeps) -> None:
-    replay = Replay([httpx2.ReadTimeout('timed out')] * 3 + [TEXT_REPLY])
+    timeouts: list[Reply] = [httpx2.ReadTimeout('timed out')] * 3
+    replay = Replay(timeouts + [TEXT_REPLY])
     model = make_model(replay, retry=sleeps.policy(max_retries=2))
 
     with pytest.raises(ModelError, match='timeout error'):
