@@ -186,9 +186,13 @@ class _Run:
         if self.on_event is not None:
             self._emit('step_started', record)
         given = self.args[index]
-        if self.rewrite[index]:
+        rewrite = self.rewrite[index]
+        if rewrite:
             try:
-                arguments = self.resolver.resolve(given, record.id)
+                if type(rewrite) is tuple:
+                    arguments = self.resolver.resolve_keys(given, rewrite, record.id)
+                else:
+                    arguments = self.resolver.resolve(given, record.id)
             except ResolveError as exc:
                 self._fail(index, str(exc))
                 return _FAILED
@@ -363,10 +367,9 @@ async def execute(
                 record.error = f'Cancelled: the plan timed out after {timeout:g} s (timeout)'
     if run.fatal is not None:
         raise run.fatal
-    ids = [record.id for record in run.records]
-    by_wave: dict[int, list[str]] = {}
-    for index, wave in enumerate(prepared.waves):
-        by_wave.setdefault(wave, []).append(ids[index])
-    waves = tuple(tuple(by_wave[w]) for w in sorted(by_wave))
+    levels: list[list[str]] = [[] for _ in range(max(prepared.waves, default=-1) + 1)]
+    for record, wave in zip(run.records, prepared.waves, strict=True):
+        levels[wave].append(record.id)
+    waves = tuple(tuple(level) for level in levels if level)
     return PlanRun(prepared.plan, tuple(run.records), waves, started, perf_counter() - started,
                    max_output_chars=max_output_chars)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Dialect, Plan, PlanStep
+from toolweave.plan._model import Dialect, Plan, PlanStep, make_step
 
 __all__ = ('EMPTY_PLAN', 'Parsed', 'Problems', 'describe_type', 'parse_lenient', 'parse_plan', 'step_label')
 
@@ -170,20 +170,28 @@ def _parse_id(data: Mapping[str, Any], problems: Problems) -> Parsed:
     message = _unknown_keys('The plan', data, _ID_TOP, 'A plan has "steps" and optionally "output_steps".')
     if message:
         problems.add(-1, message)
-    steps = [_id_step(i, raw, problems, reported) for i, raw in enumerate(_steps_list(data, problems, reported))]
+    steps: list[PlanStep] = []
+    append = steps.append
+    names: dict[str, str] = {}
+    for index, raw in enumerate(_steps_list(data, problems, reported)):
+        if type(raw) is dict and raw.keys() <= _ID_FIELDS:  # the common, well-formed case, without detours
+            step_id = raw.get('id')
+            tool = raw.get('tool')
+            arguments = raw.get('arguments')
+            if type(step_id) is str and type(tool) is str and type(arguments) is dict:
+                description = raw.get('description')
+                # One string object per tool name (JSON gives each step its own copy): less memory, and
+                # the garbage collector and tool lookups meet the same object again and again.
+                append(make_step(step_id, names.setdefault(tool, tool), arguments,
+                                 description if type(description) is str else None))
+                continue
+        append(_id_step(index, raw, problems, reported))
     goal = data.get('goal') if isinstance(data.get('goal'), str) else None
     plan = Plan(tuple(steps), _output_steps(data, problems), goal, 'id')
     return Parsed(plan, problems, reported)
 
 
 def _id_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:
-    if type(raw) is dict and raw.keys() <= _ID_FIELDS:  # the common, well-formed case, without detours
-        step_id = raw.get('id')
-        tool = raw.get('tool')
-        arguments = raw.get('arguments')
-        if type(step_id) is str and type(tool) is str and type(arguments) is dict:
-            description = raw.get('description')
-            return PlanStep(step_id, tool, arguments, description if type(description) is str else None)
     if not isinstance(raw, dict):
         problems.add(index, f'steps[{index}]: a step must be an object like {_STEP_EXAMPLE}, got '
                             f'{describe_type(raw)}.')

@@ -30,13 +30,17 @@ from toolweave.plan._refs import (
     splice_text,
 )
 
-__all__ = ('RefTable', 'Resolver', 'Scanner')
+__all__ = ('RefTable', 'Resolver', 'Rewrite', 'Scanner')
 
 Bound = tuple[str, tuple[Segment, ...], str, int]
 """A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage
 collector stops tracking exact tuples of strings and ints, not `Ref` instances, and a plan holds one per
 distinct reference."""
 Template = tuple[str | Bound, ...]
+Rewrite = tuple[Any, ...] | bool
+"""What a step's arguments need at run time: `False` nothing; a tuple of keys: the arguments are an object and only
+the values under those keys hold references (an exact tuple of strings, which the garbage collector stops
+tracking); `True`: walk the whole value (the arguments are not a plain object, or are an object reference)."""
 _PATH: Final = 1
 _POSITION: Final = 3
 
@@ -75,17 +79,21 @@ class Scanner:
         self.problems: list[str] = []
         self.trail: list[Segment] = []
 
-    def scan(self, arguments: Any, step_index: int) -> tuple[list[int], bool, list[str]]:
-        """The steps referred to (in order of first appearance, with repeats), whether the arguments must be
-        rewritten at run time, and the problems (each starting with the field, e.g. `arguments.data[0]: ...`)."""
+    def scan(self, arguments: Any, step_index: int) -> tuple[list[int], Rewrite, list[str]]:
+        """The steps referred to (in order of first appearance, with repeats), what must be rewritten at run time
+        (see `Rewrite`), and the problems (each starting with the field, e.g. `arguments.data[0]: ...`)."""
         self.step_index = step_index
-        self.deps = []
-        self.problems = []
+        deps = self.deps = []
+        rewrite: Rewrite
         if type(arguments) is dict and '$ref' not in arguments:
-            rewrite = self.mapping(arguments)
+            keys: list[Any] = []
+            rewrite = tuple(keys) if self.mapping(arguments, keys) else False
         else:
             rewrite = self.node(arguments)
-        return self.deps, rewrite, self.problems
+        problems = self.problems
+        if problems:  # a fresh list only after a step with problems (the caller reads the one it got)
+            self.problems = []
+        return deps, rewrite, problems
 
     # --- messages ---------------------------------------------------------------------------------------------
 
@@ -123,7 +131,8 @@ class Scanner:
             return self.sequence(value)
         return False
 
-    def mapping(self, value: dict[Any, Any]) -> bool:
+    def mapping(self, value: dict[Any, Any], keys: list[Any] | None = None) -> bool:
+        """Whether `value` holds references; `keys` (the top level only) collects the keys whose values do."""
         rewrite = False
         trail = self.trail
         whole = self.table.whole
@@ -137,17 +146,20 @@ class Scanner:
                 if ref is not None:
                     self.deps.append(ref[_POSITION])
                     rewrite = True
+                    if keys is not None:
+                        keys.append(key)
                     continue
                 if not item.startswith(PREFIX) and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
             trail.append(key)
-            if kind is list:
-                rewrite = self.sequence(item) or rewrite
-            else:
-                rewrite = self.node(item) or rewrite
+            changed = self.sequence(item) if kind is list else self.node(item)
             trail.pop()
+            if changed:
+                rewrite = True
+                if keys is not None:
+                    keys.append(key)
         return rewrite
 
     def sequence(self, value: list[Any]) -> bool:
@@ -297,6 +309,16 @@ class Resolver:
         """`arguments` with every reference replaced (raises `ResolveError` with the step's error)."""
         self.step = step
         return self.mapping(arguments) if type(arguments) is dict else self.value(arguments)
+
+    def resolve_keys(self, arguments: dict[Any, Any], keys: tuple[Any, ...], step: str) -> dict[Any, Any]:
+        """`resolve` for an object whose references all sit under `keys` (from `Scanner.scan`): the other values
+        are not walked again."""
+        self.step = step
+        out = arguments.copy()
+        value = self.value
+        for key in keys:
+            out[key] = value(arguments[key])
+        return out
 
     def ref_value(self, ref: Bound) -> Any:
         source = self.records[ref[_POSITION]]

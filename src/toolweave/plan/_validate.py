@@ -7,15 +7,17 @@ A valid plan comes out prepared for the executor: tools looked up, arguments com
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._model import Plan
 from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, parse_lenient, step_label
 from toolweave.plan._refs import ID_PATTERN
-from toolweave.plan._scan import RefTable, Scanner
+from toolweave.plan._scan import RefTable, Rewrite, Scanner
 
 if TYPE_CHECKING:
     from toolweave.tools import Tool
@@ -34,8 +36,8 @@ class Prepared:
 
     plan: Plan
     tools: list[Tool]
-    rewrite: list[bool]
-    """Per step: whether its arguments hold references to replace at run time."""
+    rewrite: list[Rewrite]
+    """Per step: what of its arguments holds references to replace at run time (falsy: nothing)."""
     table: RefTable
     deps: list[tuple[int, ...]]
     """Per step: the steps it refers to, each once, in order of first appearance (FF-5 names the first)."""
@@ -83,7 +85,7 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
         return None, problems
     ids = _check_ids(plan, parsed.reported, problems)
     resolved = _check_tools(plan, tools, parsed.reported, problems, PLAN_TOOL_NAMES | extra_refused)
-    rewrite: list[bool] = []
+    rewrite: list[Rewrite] = []
     deps: list[tuple[int, ...]] = []
     scanner = Scanner(ids, plan.dialect)
     reported = parsed.reported
@@ -121,8 +123,16 @@ def _label(plan: Plan, index: int) -> str:
     return step_label(index, plan.steps[index].id if plan.dialect == 'id' else None)
 
 
+_IDS = re.compile(r'(?:[A-Za-z0-9_-]{1,64}\n)*')
+"""Newline-joined step ids that are all valid (the joined text is checked in one call, not one per id)."""
+
+
 def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -> dict[str, int]:
-    ids: dict[str, int] = {}
+    steps = plan.steps
+    ids = {step.id: index for index, step in enumerate(steps)}
+    if len(ids) == len(steps) and _IDS.fullmatch('\n'.join(ids) + '\n') is not None:
+        return ids  # the common case: unique, valid ids
+    ids = {}
     fullmatch = ID_PATTERN.fullmatch
     for index, step in enumerate(plan.steps):
         step_id = step.id
@@ -153,6 +163,18 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
     from toolweave.plan._meta import PlanTool
 
     cache: dict[str, Tool] = {}
+    if not reported:  # the common case: look each distinct name up once, then one list in one pass
+        for name in {step.tool for step in plan.steps}:
+            try:
+                found = tools.get(name) if name not in refused else None
+            except UnknownToolError:
+                found = None
+            if found is None or isinstance(found, PlanTool):
+                break
+            cache[name] = found
+        else:
+            return [cache[step.tool] for step in plan.steps]
+        cache.clear()
     out: list[Tool | None] = []
     available: list[str] | None = None
     for index, step in enumerate(plan.steps):
@@ -200,20 +222,27 @@ def _did_you_mean(name: str, available: list[str]) -> str:
 def _graph(plan: Plan, deps: list[tuple[int, ...]], problems: Problems) -> tuple[list[int], list[tuple[int, ...]]]:
     """Kahn's algorithm over the steps in plan order: waves, dependents and every cycle (named by path)."""
     n = len(deps)
-    children: dict[int, list[int]] = {}
-    remaining = [len(d) for d in deps]
+    # Dependents in one flat list (a counting sort by dependency), then one tuple of ints per step: no list per
+    # step that outlives this function, so building the graph adds next to nothing for the garbage collector.
+    counts = [0] * n
+    for ds in deps:
+        for d in ds:
+            counts[d] += 1
+    starts = list(accumulate(counts, initial=0))
+    fill = starts[:-1]
+    flat = [0] * starts[-1]
     for index, ds in enumerate(deps):
         for d in ds:
-            found = children.get(d)
-            if found is None:
-                children[d] = [index]
-            else:
-                found.append(index)
+            flat[fill[d]] = index
+            fill[d] += 1
+    del fill
+    dependents = [tuple(flat[starts[i] : starts[i + 1]]) if counts[i] else _NO_DEPS for i in range(n)]
+    remaining = [len(d) for d in deps]
     waves = [0] * n
     queue = [i for i in range(n) if not remaining[i]]
     for node in queue:  # the list grows while we walk it (a FIFO without popping)
         level = waves[node] + 1
-        for child in children.get(node, ()):
+        for child in dependents[node]:
             if waves[child] < level:
                 waves[child] = level
             remaining[child] -= 1
@@ -221,7 +250,6 @@ def _graph(plan: Plan, deps: list[tuple[int, ...]], problems: Problems) -> tuple
                 queue.append(child)
     if len(queue) < n:
         _report_cycles(plan, deps, remaining, problems)
-    dependents = [tuple(children[i]) if i in children else _NO_DEPS for i in range(n)]
     return waves, dependents
 
 
