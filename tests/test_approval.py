@@ -35,23 +35,15 @@ from toolweave import (
     use_review_handler,
 )
 from toolweave.approval import DEFAULT_ON_TIMEOUT, DEFAULT_TIMEOUT
+from toolweave.testing import RecordingReviewHandler
 
 pytestmark = pytest.mark.anyio
 
 
-class Recorder:
-    """A handler that records each request and answers with a fixed decision (after an optional delay)."""
+class Recorder(RecordingReviewHandler):
+    """The shipped recording reviewer under a short name (the approval log records handlers by class name)."""
 
-    def __init__(self, decision: ReviewDecision | None = None, *, delay: float = 0.0) -> None:
-        self.decision = decision or ReviewDecision.approve()
-        self.delay = delay
-        self.requests: list[ReviewRequest] = []
 
-    async def review(self, request: ReviewRequest) -> ReviewDecision:
-        self.requests.append(request)
-        if self.delay:
-            await anyio.sleep(self.delay)
-        return self.decision
 
 
 class ActionTool(TextTool):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from time import perf_counter
 
-import anyio
 import pytest
 
 from toolweave import (
@@ -22,21 +21,11 @@ from toolweave import (
     use_review_handler,
 )
 from toolweave.plan import PlanTool, run_plan
+from toolweave.testing import RecordingReviewHandler as Recorder
 
 pytestmark = pytest.mark.anyio
 
 
-class Recorder:
-    def __init__(self, decision: ReviewDecision | None = None, *, delay: float = 0.0) -> None:
-        self.decision = decision or ReviewDecision.approve()
-        self.delay = delay
-        self.requests: list[ReviewRequest] = []
-
-    async def review(self, request: ReviewRequest) -> ReviewDecision:
-        self.requests.append(request)
-        if self.delay:
-            await anyio.sleep(self.delay)
-        return self.decision
 
 
 @tool

@@ -12,6 +12,9 @@ from toolweave.testing._fake_tools import (
     non_json_output,
 )
 
+# --- fake reviewers (approval) ---
+from toolweave.testing._reviewers import RecordingReviewHandler
+
 # --- fake models (agent) ---
 from toolweave.testing._models import (
     FunctionModel,
@@ -32,5 +35,6 @@ __all__ = (
     'huge_output',
     'ModelRequest',
     'non_json_output',
+    'RecordingReviewHandler',
     'ScriptedModel',
 )
