@@ -128,7 +128,7 @@ async def test_tool_result_round_trip() -> None:
     messages = replay.sent[1].body['messages']
     assert messages[2] == {
         'role': 'assistant',
-        'content': None,
+        'content': '',  # never null: llama-cpp-python rejects it
         'tool_calls': [
             {'id': 'call_a1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city":"Paris"}'}},
             {
