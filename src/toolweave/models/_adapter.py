@@ -83,6 +83,9 @@ class _SdkStatusError(_SdkError, Protocol):
 class _SdkEventStream(Protocol):
     """What the adapters use of an SDK's raw event stream (`openai.AsyncStream`, `anthropic.AsyncStream`)."""
 
+    @property
+    def response(self) -> httpx2.Response: ...
+
     def __aiter__(self) -> AsyncIterator[Any]: ...
 
     async def close(self) -> None: ...
@@ -105,7 +108,12 @@ ClientT = TypeVar('ClientT', bound=_SdkClient)
 
 
 class _StreamingRefused(Exception):
-    """The server answered a streamed request with an error saying it cannot stream it."""
+    """The server cannot stream this request: it said so in an error, or it answered without server-sent events
+    (`at_all`: it streams nothing, whatever the request)."""
+
+    def __init__(self, reason: str, *, at_all: bool) -> None:
+        super().__init__(reason)
+        self.at_all = at_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +211,8 @@ class SdkAdapter(ABC, Generic[ClientT]):
         self._guarded = client is None and http_client is None
         self._owns_client = client is None and http_client is None
         self._client: ClientT | None = None if client is None else client.with_options(max_retries=0)
+        self._streams = True
+        """Turned off when the server answers a streamed request whole; later requests then go unstreamed."""
         self._streams_tool_calls = True
         """Turned off when the server refuses to stream a request that offers tools (llama-cpp-python's
         function-calling mode does); later such requests then go unstreamed."""
@@ -243,21 +253,25 @@ class SdkAdapter(ABC, Generic[ClientT]):
 
         Failures before the first event (status errors, connection errors) are retried like `respond`'s; a
         failure in the middle of the stream is not (its chunks are out already) and raises `ModelError`. A server
-        that refuses to stream (llama-cpp-python with tools) gets the request again unstreamed, and the reply
-        then arrives as one chunk per part.
+        that cannot stream the request (llama-cpp-python with tools; a server that ignores `stream`) gets it
+        again unstreamed, and so do later requests of the same kind; the reply then arrives as one chunk per part.
         """
         client, request, timeout = self._prepare(messages, tools, settings)
         events: _SdkEventStream | None = None
         started = 0.0
-        if tools and not self._streams_tool_calls:
+        if not self._streams or (tools and not self._streams_tool_calls):
             whole: ResponseStream = CompletedStream(await self._respond(client, request, timeout))
         else:
             try:
                 events, started = await self._with_retries(lambda: self._open(client, request), timeout)
             except _StreamingRefused as exc:
-                logger.warning('%s refused to stream a request with tools (%s); such requests go unstreamed from '
-                               'now on', self.name, exc.__cause__)
-                self._streams_tool_calls = False
+                kind = 'any request' if exc.at_all else 'a request with tools'
+                logger.warning('%s cannot stream %s (%s); such requests go unstreamed from now on', self.name, kind,
+                               exc)
+                if exc.at_all:
+                    self._streams = False
+                else:
+                    self._streams_tool_calls = False
                 whole = CompletedStream(await self._respond(client, request, timeout))
         if events is None:
             yield whole
@@ -296,11 +310,17 @@ class SdkAdapter(ABC, Generic[ClientT]):
         there)."""
         started = anyio.current_time()
         try:
-            return await self._open_stream(client, request), started
+            events = await self._open_stream(client, request)
         except self._errors.base as exc:
             if isinstance(exc, self._errors.status) and _refuses_streaming(provider_message(exc.body, exc.message)):
-                raise _StreamingRefused(provider_message(exc.body, exc.message)) from exc
+                raise _StreamingRefused(provider_message(exc.body, exc.message), at_all=False) from exc
             raise
+        content_type = events.response.headers.get('content-type', '')
+        if not content_type.startswith('text/event-stream'):
+            await events.close()
+            raise _StreamingRefused(f'it answered a streamed request with {content_type or "no content type"}, '
+                                    'not server-sent events', at_all=True)
+        return events, started
 
     def _stream_failure(self, exc: Exception, chunks: int, timeout: float | None = None) -> ModelError:
         """A failure in the middle of a stream, as the `ModelError` the caller gets."""

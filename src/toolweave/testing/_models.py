@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from abc import ABC, abstractmethod
 import math
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
