@@ -25,7 +25,7 @@ import http.server
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired
 
@@ -99,6 +99,10 @@ class _Request(BaseModel):
     stream: bool = False
 
 
+class _EmptyStream(Exception):
+    """Answer with the headers of a stream and no event."""
+
+
 class _Reject(Exception):
     def __init__(self, status: int, message: str, kind: str) -> None:
         super().__init__(message)
@@ -111,6 +115,8 @@ class StrictServer:
 
     script: Script
     streams_auto_tool_calls: bool = True
+    refusal: Literal['empty', 'error'] = 'empty'
+    """How a tool call that cannot be streamed is refused: an empty stream, or an error before the stream."""
     chunk_delay: float = 0.0
     """Seconds between two stream events."""
     cut_at: int | None = None
@@ -188,7 +194,9 @@ class StrictServer:
             forced = [call for call in calls if call['name'] == name][:1]
             return None, forced or [{'id': f'call__0_{name}', 'name': name, 'arguments': '{}'}]
         if calls and request.stream and not self.streams_auto_tool_calls:
-            raise _Reject(500, 'Automatic streaming tool choice is not supported', 'internal_server_error')
+            if self.refusal == 'error':
+                raise _Reject(500, 'Automatic streaming tool choice is not supported', 'internal_server_error')
+            raise _EmptyStream
         return (None, calls) if calls else (str(entry), [])
 
     def completion(self, body: Mapping[str, Any], text: str | None, calls: list[dict[str, str]]) -> dict[str, Any]:
@@ -258,6 +266,9 @@ def _handler(server: StrictServer) -> type[http.server.BaseHTTPRequestHandler]:
             try:
                 request = server.check(body)
                 text, calls = server.reply(request, body)
+            except _EmptyStream:
+                self._stream(iter(()))
+                return
             except _Reject as exc:
                 self._json(exc.status, {'error': {'message': exc.message, 'type': exc.kind, 'param': None,
                                                   'code': None}})
@@ -282,23 +293,11 @@ def _handler(server: StrictServer) -> type[http.server.BaseHTTPRequestHandler]:
             self.send_header('content-type', 'text/event-stream; charset=utf-8')
             self.send_header('transfer-encoding', 'chunked')
             self.end_headers()
-            for number, data in enumerate(events):
-                if number == server.hang_at:
-                    server.closing.wait(30)
-                    break
-                if number == server.cut_at:
-                    self.wfile.write(b'5\r\ndata:')  # half a chunk, then the connection drops
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                if number == server.end_early_at:
-                    break
-                if number == server.malformed_at:
-                    data = '{"id": "chatcmpl-x", "choices": [{"delta": {"content": "a'
-                self._chunk(f'data: {data}\n\n'.encode())
-                if server.chunk_delay:
-                    time.sleep(server.chunk_delay)
-            self._chunk(b'')
+            if _send_events(server, events, self._chunk):
+                self._chunk(b'')  # the end of a chunked body
+            else:
+                self.wfile.write(b'5\r\ndata:')  # half a chunk, then the connection drops
+                self.wfile.flush()
             self.close_connection = True
 
         def _chunk(self, data: bytes) -> None:
@@ -309,6 +308,24 @@ def _handler(server: StrictServer) -> type[http.server.BaseHTTPRequestHandler]:
             return
 
     return Handler
+
+
+def _send_events(server: StrictServer, events: Iterator[str], send: Callable[[bytes], None]) -> bool:
+    """Send the events as server-sent events, with the server's faults; `False` when the stream is to be cut."""
+    for number, data in enumerate(events):
+        if number == server.hang_at:
+            server.closing.wait(30)
+            return True
+        if number == server.cut_at:
+            return False
+        if number == server.end_early_at:
+            return True
+        if number == server.malformed_at:
+            data = '{"id": "chatcmpl-x", "choices": [{"delta": {"content": "a'
+        send(f'data: {data}\n\n'.encode())
+        if server.chunk_delay:
+            time.sleep(server.chunk_delay)
+    return True
 
 
 def serve(state: StrictServer) -> Iterator[StrictServer]:

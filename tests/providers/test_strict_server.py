@@ -223,16 +223,19 @@ async def test_streamed_run_reports_deltas_as_they_arrive(strict: Start, model: 
     assert result.usage.input_tokens == sum(u['prompt_tokens'] for u in expected)  # the server's own counts
 
 
-async def test_llama_cpp_python_refusing_to_stream_tool_calls_falls_back(strict: Start, model: Connect) -> None:
+@pytest.mark.parametrize(('refusal', 'status'), [('empty', 200), ('error', 500)])
+async def test_llama_cpp_python_refusing_to_stream_tool_calls_falls_back(strict: Start, model: Connect,
+                                                                         refusal: str, status: int) -> None:
     server = strict([{'tool': 'get_weather', 'arguments': {'city': 'Oslo'}}, {'tool': 'get_weather',
-                     'arguments': {'city': 'Oslo'}}, 'Oslo: 18 C.', 'Bye.'], streams_auto_tool_calls=False)
+                     'arguments': {'city': 'Oslo'}}, 'Oslo: 18 C.', 'Bye.'], streams_auto_tool_calls=False,
+                    refusal=refusal)
     agent = Agent(model(server), tools=[get_weather])
 
     events, result = await collect(agent, 'Weather in Oslo?')
 
     assert result.output == 'Oslo: 18 C.'
     assert [r.get('stream', False) for r in server.requests] == [True, False, False]  # refused once, then remembered
-    assert server.statuses == [500, 200, 200]  # the refusal was not retried
+    assert server.statuses == [status, 200, 200]  # the refusal was not retried
     deltas = [e for e in events if isinstance(e, ToolCallDelta)]
     assert {(e.call_id, e.tool_name) for e in deltas} == {('call_2_0', 'get_weather')}
     assert ''.join(e.arguments for e in deltas) == '{"city": "Oslo"}'

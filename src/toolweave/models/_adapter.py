@@ -40,7 +40,7 @@ from toolweave.models._retry import (
     says_request_invalid,
 )
 from toolweave.models._shared import HttpClient, as_httpx2_client, merge_settings
-from toolweave.models._stream import CompletedStream
+from toolweave.models._stream import CompletedStream, response_chunks
 from toolweave.tools._definition import ToolDefinition
 
 __all__ = ('SdkAdapter', 'SdkErrors', 'StreamParser')
@@ -265,22 +265,32 @@ class SdkAdapter(ABC, Generic[ClientT]):
             try:
                 events, started = await self._with_retries(lambda: self._open(client, request), timeout)
             except _StreamingRefused as exc:
-                kind = 'any request' if exc.at_all else 'a request with tools'
-                logger.warning('%s cannot stream %s (%s); such requests go unstreamed from now on', self.name, kind,
-                               exc)
-                if exc.at_all:
-                    self._streams = False
-                else:
-                    self._streams_tool_calls = False
-                whole = CompletedStream(await self._respond(client, request, timeout))
+                whole = CompletedStream(await self._unstreamed(client, request, timeout, exc, tools=bool(tools)))
         if events is None:
             yield whole
             return
+
+        async def unstreamed() -> ModelResponse:
+            refusal = _StreamingRefused('it sent an empty stream', at_all=False)
+            return await self._unstreamed(client, request, timeout, refusal, tools=bool(tools))
+
         try:
-            yield _ReplyStream(self, events, self._stream_parser(), started, timeout)
+            yield _ReplyStream(self, events, self._stream_parser(), started, timeout, unstreamed)
         finally:
             with anyio.CancelScope(shield=True):
                 await events.close()
+
+    async def _unstreamed(self, client: ClientT, request: dict[str, Any], seconds: float, refusal: _StreamingRefused,
+                          *, tools: bool) -> ModelResponse:
+        """The reply to `request` sent again unstreamed, after the server could not stream it; later requests of
+        the same kind go unstreamed from the start."""
+        kind = 'any request' if refusal.at_all else 'a request with tools' if tools else 'a request'
+        logger.warning('%s cannot stream %s (%s); such requests go unstreamed from now on', self.name, kind, refusal)
+        if refusal.at_all or not tools:
+            self._streams = False
+        else:
+            self._streams_tool_calls = False
+        return await self._respond(client, request, seconds)
 
     def _prepare(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                  settings: ModelSettings | None) -> tuple[ClientT, dict[str, Any], float]:
@@ -408,8 +418,9 @@ class _ReplyStream:
     """One streamed reply of an SDK adapter: its events become chunks, within the request's deadline."""
 
     def __init__(self, adapter: SdkAdapter[Any], events: _SdkEventStream, parser: StreamParser, started: float,
-                 timeout: float) -> None:
+                 timeout: float, unstreamed: Callable[[], Awaitable[ModelResponse]]) -> None:
         self._adapter = adapter
+        self._unstreamed = unstreamed
         self._events = events
         self._parser = parser
         self._timeout = timeout
@@ -441,6 +452,13 @@ class _ReplyStream:
                 ) from exc
             for chunk in chunks:
                 yield chunk
+        if received == 0:
+            # llama-cpp-python answers a tool call it cannot stream with an empty stream (its error happens after
+            # the headers went out). Nothing was reported yet, so asking again unstreamed is safe.
+            self._response = await self._unstreamed()
+            for chunk in response_chunks(self._response):
+                yield chunk
+            return
         self._response = parser.finish()
 
     @property
