@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -34,7 +36,7 @@ import anyio
 import httpx
 
 from toolweave import Agent, PlanTool, Toolset, tool, validate_plan
-from toolweave.agent import AgentEvent, EmptyAnswer, TextDelta, ToolCallDelta
+from toolweave.agent import AgentEvent, AgentProcess, EmptyAnswer, TextDelta, ToolCallDelta
 from toolweave.models import ModelSettings, OpenAIChatModel, RetryPolicy, SystemMessage, UserMessage
 from toolweave.plan import planning_instructions
 from toolweave.tools import ToolDefinition
@@ -130,30 +132,35 @@ async def _agent_task(agent: Agent, task: str, row: AgentRow) -> None:
     row.tasks += 1
     started = time.perf_counter()
     events: list[AgentEvent] = []
+    process: AgentProcess | None = None
     try:
         async with agent.run_stream(task) as stream:
             async for event in stream:
                 events.append(event)
-        result = stream.result
+        process = stream.result.process
+        row.empty_answers += stream.result.finish_reason == 'empty_answer'
     except Exception as exc:  # a failed run is a row entry, not the end of the check
         row.errors += 1
         row.error_texts.append(f'run failed: {type(exc).__name__}: {exc}')
-        row.seconds += time.perf_counter() - started
-        return
+        process = getattr(exc, 'process', None)  # budget and iteration limits carry the stopped process
     row.seconds += time.perf_counter() - started
     row.deltas += sum(isinstance(e, TextDelta | ToolCallDelta) for e in events)
-    row.empty_answers += result.finish_reason == 'empty_answer'
     row.empty_answers += sum(isinstance(e, EmptyAnswer) and e.nudged for e in events)
-    row.turns += result.usage.llm_calls
-    row.tool_calls += result.usage.tool_calls
-    plans = [record for record in result.process.history if record.name == PLAN_TOOL]
-    row.plans_sent += len(plans)
-    row.plans_valid += len(result.plan_runs)
-    for record in result.process.history:
+    if process is not None:
+        _count(process, row)
+
+
+def _count(process: AgentProcess, row: AgentRow) -> None:
+    """Tool calls, plans and the errors the model was sent, from the run's record."""
+    row.turns += process.usage.llm_calls
+    row.tool_calls += process.usage.tool_calls
+    row.plans_sent += sum(record.name == PLAN_TOOL for record in process.history)
+    row.plans_valid += len(process.plan_runs)
+    for record in process.history:
         if not record.result.ok:
             row.errors += 1
             row.error_texts.append(f'{record.name}: {record.result.text}')
-    for run in result.plan_runs:
+    for run in process.plan_runs:
         failed = [step for step in run.steps if step.status != 'succeeded']
         row.errors += len(failed)
         row.error_texts += [f'plan step {step.id} ({step.tool}) {step.status}: {step.error}' for step in failed]
@@ -264,7 +271,7 @@ def show_forced(rows: Sequence[ForcedRow]) -> str:
 
 
 def _short(text: str) -> str:
-    flat = ' '.join(text.split())
+    flat = re.sub(r' \(process [0-9a-f]+\)', '', ' '.join(text.split()))
     return flat if len(flat) <= 220 else flat[:217] + '...'
 
 
@@ -323,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in (args.server_python, args.model):
         if not path.exists():
             parser.error(f'{path} does not exist; run `make check-local-llm`, which builds it.')
+    # A terminated check still stops its server (the `finally` of `llama_server` runs on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log = args.out.with_suffix('.server.log')
     print(f'llama-cpp-python server: {args.model.name}, chatml-function-calling, 127.0.0.1:{args.port} '
           f'(log: {log.relative_to(ROOT) if log.is_relative_to(ROOT) else log})', flush=True)
