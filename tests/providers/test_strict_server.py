@@ -285,3 +285,13 @@ async def test_an_empty_answer_is_nudged_once_then_reported(strict: Start, model
     assert result.finish_reason == 'empty_answer' and result.output == ''
     assert [(e.nudged, e.truncated) for e in events if isinstance(e, EmptyAnswer)] == [(True, False), (False, False)]
     assert server.requests[1]['messages'][-1]['content'].startswith('Your last reply was empty.')
+
+
+async def test_an_httpx_client_streams_event_by_event(strict: Start) -> None:
+    server = strict(['One, two, three, four.'], chunk_delay=0.03)
+    async with httpx.AsyncClient() as http_client:
+        llm = OpenAIChatModel('gemma', base_url=server.base_url, http_client=http_client)
+        events, result = await collect(Agent(llm), 'Count.')
+    texts = [e for e in events if isinstance(e, TextDelta)]
+    assert ''.join(e.text for e in texts) == result.output == 'One, two, three, four.'
+    assert texts[-1].time - texts[0].time >= 0.03 * (len(texts) - 1) * 0.9  # not all at the end

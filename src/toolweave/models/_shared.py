@@ -39,6 +39,10 @@ def merge_settings(base: ModelSettings | None, override: ModelSettings | None) -
     return replace(merged, **changes)
 
 
+_CHOICE_KINDS: dict[str, Literal['auto', 'required', 'none']] = {'auto': 'auto', 'required': 'required',
+                                                                 'none': 'none'}
+
+
 def resolve_tool_choice(
     settings: ModelSettings, tools: Sequence[ToolDefinition], *, adapter: str
 ) -> tuple[Literal['auto', 'required', 'none', 'tool'], str] | None:
@@ -48,13 +52,14 @@ def resolve_tool_choice(
     with no tools at all.
     """
     choice = settings.tool_choice or 'auto'
-    if choice in ('auto', 'required', 'none'):
+    kind = _CHOICE_KINDS.get(choice)
+    if kind is not None:
         if not tools:
-            if choice == 'required':
+            if kind == 'required':
                 raise UserError(f"{adapter} got tool_choice='required' but no tools to call. Offer tools, or leave "
                                 'tool_choice unset.')
             return None
-        return (choice, '')  # type: ignore[return-value]  # narrowed by the membership test above
+        return (kind, '')
     names = [tool.name for tool in tools]
     if choice not in names:
         raise UserError(f'{adapter} got tool_choice={choice!r}, which names no offered tool. Offered tools: '
