@@ -151,7 +151,8 @@ def test_chat_rejects_bad_models_and_tools(chat_module: str) -> None:
 
 
 class _ChatCompletions(BaseHTTPRequestHandler):
-    """A local OpenAI-compatible server: a tool call first, then a text answer (the real wire format)."""
+    """A local OpenAI-compatible server: a tool call first, then a text answer (the real wire format; server-sent
+    events when the request asks to stream)."""
 
     bodies: list[dict[str, Any]] = []
 
@@ -164,12 +165,24 @@ class _ChatCompletions(BaseHTTPRequestHandler):
             finish = 'tool_calls'
         else:
             message, finish = {'role': 'assistant', 'content': 'The answer is 42.'}, 'stop'
-        payload = {'id': 'chatcmpl-1', 'object': 'chat.completion', 'created': 1763791200, 'model': 'local-model',
-                   'choices': [{'index': 0, 'message': message, 'finish_reason': finish}],
-                   'usage': {'prompt_tokens': 50, 'completion_tokens': 7, 'total_tokens': 57}}
-        data = json.dumps(payload).encode()
+        usage = {'prompt_tokens': 50, 'completion_tokens': 7, 'total_tokens': 57}
+        if body.get('stream'):
+            head = {'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': 1763791200,
+                    'model': 'local-model'}
+            calls = [{'index': i, **call} for i, call in enumerate(message.get('tool_calls', []))]
+            delta = {'role': 'assistant', 'content': message['content'], **({'tool_calls': calls} if calls else {})}
+            chunks = [{**head, 'choices': [{'index': 0, 'delta': delta, 'finish_reason': None}]},
+                      {**head, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}]},
+                      {**head, 'choices': [], 'usage': usage}]
+            data = b''.join(b'data: ' + json.dumps(chunk).encode() + b'\n\n' for chunk in chunks) + b'data: [DONE]\n\n'
+            content_type = 'text/event-stream'
+        else:
+            payload = {'id': 'chatcmpl-1', 'object': 'chat.completion', 'created': 1763791200,
+                       'model': 'local-model', 'choices': [{'index': 0, 'message': message, 'finish_reason': finish}],
+                       'usage': usage}
+            data, content_type = json.dumps(payload).encode(), 'application/json'
         self.send_response(200)
-        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Type', content_type)
         self.send_header('Content-Length', str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -203,6 +216,7 @@ def test_chat_with_a_real_openai_compatible_server(chat_module: str, local_serve
     assert 'assistant> The answer is 42.' in result.output
     assert '2 LLM calls, 100 in / 14 out tokens, 1 tool calls' in result.output  # provider-reported usage
     first, second = _ChatCompletions.bodies
+    assert first['stream'] is True and first['tool_choice'] == 'auto'
     assert first['tools'][0]['function']['name'] == 'lookup'
     assert second['messages'][-1]['role'] == 'tool' and second['messages'][-1]['content'] == '42'
 

@@ -102,7 +102,7 @@ async def test_parallel_tool_use_and_cached_input_tokens() -> None:
     # 402 uncached + 1200 written to the prompt cache + 300 read from it.
     assert response.usage == Usage(1, 1902, 140)
     assert replay.sent[0].body == cassette_requests('anthropic_parallel_tool_use.json')[0]
-    assert 'tool_choice' not in replay.sent[0].body
+    assert replay.sent[0].body['tool_choice'] == {'type': 'auto'}  # sent whenever tools are
 
 
 async def test_tool_result_round_trip_merges_results_into_one_user_turn() -> None:

@@ -128,7 +128,7 @@ async def test_tool_result_round_trip() -> None:
     messages = replay.sent[1].body['messages']
     assert messages[2] == {
         'role': 'assistant',
-        'content': None,
+        'content': '',  # never null: llama-cpp-python rejects it
         'tool_calls': [
             {'id': 'call_a1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city":"Paris"}'}},
             {
@@ -539,3 +539,26 @@ async def test_strict_tools_ask_the_provider_to_enforce_their_schema() -> None:
     assert 'strict' not in weather
     assert plan['strict'] is True
     assert plan['parameters']['required'] == ['steps', 'output_steps']
+
+
+async def test_a_request_that_outlives_its_timeout_is_retried_then_reported(sleeps: Sleeps) -> None:
+    async def hang(request: httpx2.Request) -> httpx2.Response:
+        await anyio.sleep_forever()
+        raise AssertionError('unreachable')
+
+    model = OpenAIChatModel('gpt-4o-mini', api_key='k', retry=sleeps.policy(max_retries=1),
+                            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(hang)))
+    with anyio.fail_after(5):
+        with pytest.raises(ModelError, match=r'after 2 attempts \(timeout error: no reply within timeout=0.05 s\)'):
+            await model.respond([UserMessage('x')], [], ModelSettings(timeout=0.05))
+
+
+async def test_tool_calls_without_ids_get_one() -> None:
+    body = load_cassette('openai_tool_call.json')['interactions'][0]['response']['body']
+    body['choices'][0]['message']['tool_calls'][0].pop('id')
+    replay = Replay([{'status': 200, 'body': body}])
+
+    response = await make_model(replay).respond([UserMessage('x')], [WEATHER])
+
+    [call] = response.tool_calls
+    assert call.id.startswith('call_') and len(call.id) > 10 and call.name == 'get_weather'

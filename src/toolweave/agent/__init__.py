@@ -1,4 +1,5 @@
-"""The agent loop: `Agent`, the state of a run (`AgentProcess`), its events, sub-agents and the blackboard sink."""
+"""The agent loop: `Agent`, the state of a run (`AgentProcess`), its events and streaming, sub-agents and the
+blackboard sink."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ from toolweave.agent._agent import Agent, AgentRunResult
 from toolweave.agent._blackboard import Blackboard, BlackboardEntry
 from toolweave.agent._events import (
     AgentEvent,
+    EmptyAnswer,
     EventHub,
     MessageEvent,
     PlanStepFinished,
     PlanStepStarted,
     ProgressEvent,
+    TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -18,6 +22,7 @@ from toolweave.agent._injection import ToolCallOutcome, ToolInjection, ToolInjec
 from toolweave.agent._loop import FinishReason
 from toolweave.agent._process import AgentProcess, Budget, ProcessStatus, RunUsage, ToolCallRecord, current_process
 from toolweave.agent._sink import BlackboardSink
+from toolweave.agent._streaming import AgentStream
 from toolweave.agent._subagent import SubAgentTool
 
 __all__ = (
@@ -25,10 +30,12 @@ __all__ = (
     'AgentEvent',
     'AgentProcess',
     'AgentRunResult',
+    'AgentStream',
     'Blackboard',
     'BlackboardEntry',
     'BlackboardSink',
     'Budget',
+    'EmptyAnswer',
     'EventHub',
     'FinishReason',
     'MessageEvent',
@@ -38,6 +45,8 @@ __all__ = (
     'ProgressEvent',
     'RunUsage',
     'SubAgentTool',
+    'TextDelta',
+    'ToolCallDelta',
     'ToolCallFinished',
     'ToolCallOutcome',
     'ToolCallRecord',

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from toolweave.agent._injection import RunToolSet, ToolInjectionStrategy, check_
 from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
 from toolweave.agent._planning import AgentPlanTool
 from toolweave.agent._process import AgentProcess, Budget, RunUsage
+from toolweave.agent._streaming import AgentStream, open_run_stream
 from toolweave.approval import ApprovalRecord, ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import ControlFlowSignal, UsageLimitExceeded, UserError
 from toolweave.models._base import (
@@ -61,6 +62,7 @@ class AgentRunResult:
     process: AgentProcess
     """The run's process: blackboard, tool call history, timings, status."""
     finish_reason: FinishReason = 'final_answer'
+    """Why the run ended; `'empty_answer'` means `output` is empty because the model gave no answer."""
     approvals: tuple[ApprovalRecord, ...] = ()
     """Every review decision made during the run (direct calls, plan steps, sub-agents), in order."""
 
@@ -110,6 +112,9 @@ class Agent:
             from the agent's tools; the agent's toolset itself is never changed.
         tool_decorator: Applied to every tool injected during a run (inner tools of an `UnfoldingTool`, tools
             added by a strategy), for example to add a note or a sink to each of them.
+        empty_answer_nudges: How many times the agent asks again when the model ends its turn with neither text
+            nor tool calls (an `EmptyAnswer` event each time); after that the run ends with `finish_reason`
+            `'empty_answer'`. `0`: end at the first empty reply.
     """
 
     def __init__(
@@ -131,6 +136,7 @@ class Agent:
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         injection_strategies: Sequence[ToolInjectionStrategy] = (),
         tool_decorator: Callable[[Tool], Tool] | None = None,
+        empty_answer_nudges: int = 1,
     ) -> None:
         self.model = _resolve_model(model)
         if not isinstance(instructions, str):
@@ -149,6 +155,9 @@ class Agent:
         if tool_decorator is not None and not callable(tool_decorator):
             raise UserError(f'Agent tool_decorator must be a function taking a Tool and returning a Tool, or None, '
                             f'got {type(tool_decorator).__name__}: {tool_decorator!r}.')
+        if isinstance(empty_answer_nudges, bool) or not isinstance(empty_answer_nudges, int) or empty_answer_nudges < 0:
+            raise UserError(f'Agent empty_answer_nudges must be an int >= 0, got {empty_answer_nudges!r}.')
+        self.empty_answer_nudges = empty_answer_nudges
         self.injection_strategies = check_strategies(injection_strategies)
         self.tool_decorator = tool_decorator
         if budget is not None and not isinstance(budget, Budget):
@@ -245,6 +254,39 @@ class Agent:
         return anyio.run(partial(self.run, prompt, context=context, message_history=message_history,
                                  on_event=on_event))
 
+    def run_stream(
+        self,
+        prompt: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        message_history: Sequence[Message] | None = None,
+    ) -> AbstractAsyncContextManager[AgentStream]:
+        """Run the tool loop on `prompt`, streaming: the model's replies arrive as `TextDelta` and
+        `ToolCallDelta` events while they are written, among the run's other events.
+
+        ```python
+        async with agent.run_stream('What is 2 + 3?') as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    print(event.text, end='')
+        result = stream.result
+        ```
+
+        The stream covers the whole run, every tool round, until the final answer. The run is a task inside the
+        `async with` block: leaving the block early cancels it. A failure of the run is raised when the
+        iteration reaches it (or when the block ends, if nobody iterated that far). Arguments as for `run`.
+        """
+        if not isinstance(prompt, str):
+            raise UserError(f'Agent prompt must be a string, got {type(prompt).__name__}: {prompt!r}.')
+        return open_run_stream(partial(self._listened_run, prompt, context=context,
+                                       message_history=message_history))
+
+    async def _listened_run(self, prompt: str, listener: Callable[[AgentEvent], Any], *,
+                            context: Mapping[str, Any] | None, message_history: Sequence[Message] | None
+                            ) -> AgentRunResult:
+        return await self._run(prompt, context=context, message_history=message_history, on_event=listener,
+                               stream=True)
+
     async def _run(
         self,
         prompt: str,
@@ -254,6 +296,7 @@ class Agent:
         on_event: Callable[[AgentEvent], Any] | None = None,
         parent: AgentProcess | None = None,
         inputs: Sequence[tuple[object, str | None]] = (),
+        stream: bool = False,
     ) -> AgentRunResult:
         if not isinstance(prompt, str):
             raise UserError(f'Agent prompt must be a string, got {type(prompt).__name__}: {prompt!r}.')
@@ -276,7 +319,8 @@ class Agent:
                 await self.toolset.load()
                 outcome = await run_loop(self.model, self._loop_tools(process), process, messages,
                                          settings=self.settings, max_iterations=self.max_iterations,
-                                         limits=self.limits)
+                                         limits=self.limits, stream=stream,
+                                         empty_answer_nudges=self.empty_answer_nudges)
         except UsageLimitExceeded:
             process.finish('stopped', process.stop_reason)
             raise

@@ -1,4 +1,4 @@
-"""What an agent run reports while it runs: tool calls, plan steps, progress, messages.
+"""What an agent run reports while it runs: reply deltas, tool calls, plan steps, progress, messages.
 
 Subscribers are plain callables `cb(event)`. They are called synchronously, from whichever task or worker
 thread produced the event, so they must be cheap; an exception from a subscriber is logged and ignored (an
@@ -21,12 +21,15 @@ if TYPE_CHECKING:
 
 __all__ = (
     'AgentEvent',
+    'EmptyAnswer',
     'EventHub',
     'EventListener',
     'MessageEvent',
     'PlanStepFinished',
     'PlanStepStarted',
     'ProgressEvent',
+    'TextDelta',
+    'ToolCallDelta',
     'ToolCallFinished',
     'ToolCallStarted',
 )
@@ -42,6 +45,41 @@ class AgentEvent:
     """The `AgentProcess` that produced it (a sub-agent's events carry the sub-agent's process id)."""
     time: float
     """Seconds since that process started."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(AgentEvent):
+    """A piece of the model's reply text as it streams (runs started with `Agent.run_stream`)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta(AgentEvent):
+    """A piece of a tool call as the model writes it (runs started with `Agent.run_stream`).
+
+    The first delta of each call comes as soon as its id and tool name are known, usually with `arguments == ''`;
+    the following ones carry the next pieces of its arguments JSON. `ToolCallStarted` follows once the whole
+    reply has arrived and the call runs.
+    """
+
+    index: int
+    """The call's position among the reply's tool calls (0, 1, ...)."""
+    call_id: str
+    tool_name: str
+    arguments: str
+    """The next piece of the raw arguments JSON text."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmptyAnswer(AgentEvent):
+    """The model ended its turn with neither text nor tool calls."""
+
+    truncated: bool
+    """Whether the reply stopped at the token limit (`max_tokens`) before it said anything."""
+    nudged: bool
+    """`True`: the agent asks the model again; `False`: it gives up, and the run ends with `finish_reason`
+    `'empty_answer'` and an empty `output`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,24 +2,42 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 import anyio
 
-from toolweave.agent._events import MessageEvent, ToolCallFinished, ToolCallStarted
+from toolweave.agent._events import EmptyAnswer, MessageEvent, ToolCallFinished, ToolCallStarted
 from toolweave.agent._process import AgentProcess, ToolCallRecord
+from toolweave.agent._streaming import ask_model
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UsageLimitExceeded
-from toolweave.models._base import AssistantMessage, Message, Model, ModelSettings, ToolCall, ToolMessage
+from toolweave.models._base import (
+    AssistantMessage,
+    Message,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from toolweave.tools._definition import ToolDefinition
 from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool
 
-__all__ = ('CallLimits', 'FinishReason', 'LoopOutcome', 'LoopTools', 'cut', 'run_loop')
+__all__ = ('EMPTY_ANSWER_NUDGE', 'CallLimits', 'FinishReason', 'LoopOutcome', 'LoopTools', 'cut', 'run_loop')
 
-FinishReason: TypeAlias = Literal['final_answer', 'return_direct']
-"""`final_answer`: the model replied without tool calls; `return_direct`: a `return_direct` tool ran."""
+logger = logging.getLogger('toolweave.agent')
+
+FinishReason: TypeAlias = Literal['final_answer', 'return_direct', 'empty_answer']
+"""`final_answer`: the model replied without tool calls; `return_direct`: a `return_direct` tool ran;
+`empty_answer`: the model's last reply had neither text nor tool calls, even after being asked again."""
+
+EMPTY_ANSWER_NUDGE = ('Your last reply was empty. Answer the request above in plain text now, or call a tool if '
+                      'you need one.')
+"""The message the agent sends after an empty reply, before it gives up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +86,16 @@ async def run_loop(
     settings: ModelSettings | None,
     max_iterations: int,
     limits: CallLimits | None = None,
+    stream: bool = False,
+    empty_answer_nudges: int = 1,
 ) -> LoopOutcome:
     """Run the loop, appending to `messages` in place. Raises `UsageLimitExceeded` on a budget or on
-    `max_iterations`; lets `ToolConfigurationError` and control-flow signals from tools propagate."""
+    `max_iterations`; lets `ToolConfigurationError` and control-flow signals from tools propagate. With `stream`,
+    each reply is streamed and reported as deltas while it arrives. An empty reply is answered with a nudge, up to
+    `empty_answer_nudges` times, before the run ends with it."""
     limits = limits or CallLimits()
     iteration = 0
+    nudges = 0
     while True:
         if iteration >= max_iterations:
             process.finish('stopped', f'max_iterations={max_iterations} reached without a final answer')
@@ -85,13 +108,18 @@ async def run_loop(
             raise exc
         iteration += 1
         process.check_before_model_call()
-        response = await model.respond(list(messages), tools.definitions(), settings)
+        response = await ask_model(model, list(messages), tools.definitions(), settings, process, stream=stream)
         process.record_model_call(response.usage, response.model_name or model.name)
         reply = AssistantMessage(response.text, response.tool_calls)
         _append(process, messages, reply)
         process.check_after_model_call()
         if not response.tool_calls:
-            return LoopOutcome(response.text or '', 'final_answer')
+            if (response.text or '').strip():
+                return LoopOutcome(response.text or '', 'final_answer')
+            if not _nudge(process, messages, response, give_up=nudges >= empty_answer_nudges):
+                return LoopOutcome('', 'empty_answer')
+            nudges += 1
+            continue
         resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
         process.check_tool_calls(sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool)))
         results = await _run_calls(process, tools, resolved, limits)
@@ -105,6 +133,18 @@ async def run_loop(
         for (_, tool), result in zip(resolved, results, strict=True):
             if tool is not None and tool.definition.metadata.return_direct:
                 return LoopOutcome(result.text, 'return_direct')
+
+
+def _nudge(process: AgentProcess, messages: list[Message], response: ModelResponse, *, give_up: bool) -> bool:
+    """Report an empty reply; unless giving up, ask the model again. Returns whether it did."""
+    process.emit(EmptyAnswer(process_id=process.id, time=process.elapsed(), truncated=response.truncated,
+                             nudged=not give_up))
+    if give_up:
+        logger.warning('Agent %r (process %s): the model gave an empty final answer%s; the run ends without one',
+                       process.agent_name, process.id, ' (cut at max_tokens)' if response.truncated else '')
+        return False
+    _append(process, messages, UserMessage(EMPTY_ANSWER_NUDGE))
+    return True
 
 
 def _append(process: AgentProcess, messages: list[Message], message: Message) -> None:

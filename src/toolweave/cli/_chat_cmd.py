@@ -1,4 +1,5 @@
-"""`toolweave chat`: talk to a real model with your tools, one prompt per line of stdin (Ctrl-D ends)."""
+"""`toolweave chat`: talk to a real model with your tools, one prompt per line of stdin (Ctrl-D ends). Replies are
+printed as they stream."""
 
 from __future__ import annotations
 
@@ -15,16 +16,18 @@ from toolweave.agent import (
     Agent,
     AgentEvent,
     AgentRunResult,
+    EmptyAnswer,
     MessageEvent,
     PlanStepFinished,
     ProgressEvent,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.exceptions import RunError, ToolweaveError, UserError
-from toolweave.models._base import Message, Model
+from toolweave.models._base import AssistantMessage, Message, Model
 
 __all__ = ('chat_command', 'chat_session')
 
@@ -51,8 +54,9 @@ def chat_command(
         'You are a helpful assistant. Use the tools when they help.'),
     max_iterations: Annotated[int, typer.Option('--max-iterations', min=1, help='Model calls per prompt.')] = 20,
 ) -> None:
-    """Chat with a real model: each line of stdin is a prompt; tool calls and plan steps are shown as they run.
-    The conversation carries over between prompts. Ctrl-D (end of input) ends the chat."""
+    """Chat with a real model: each line of stdin is a prompt; replies stream as the model writes them, and tool
+    calls and plan steps are shown as they run. The conversation carries over between prompts. Ctrl-D (end of
+    input) ends the chat."""
     agent = Agent(_load_model(model), instructions=instructions, tools=_load_tools(tools), tool_planning=plan,
                   max_iterations=max_iterations, name='chat')
     console = Console(highlight=False)
@@ -113,14 +117,23 @@ async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult
         prompt = line.strip()
         if not prompt:
             continue
+        printer = _ReplyPrinter(console)
         try:
-            result = await agent.run(prompt, message_history=history, on_event=partial(_show_event, console))
+            async with agent.run_stream(prompt, message_history=history) as stream:
+                async for event in stream:
+                    printer.show(event)
+            result = stream.result
         except (RunError, ToolweaveError) as exc:
+            printer.end_line()
             console.print(Text(f'error: {exc}', style='bold red'))
             continue
+        printer.end_line()
         history = result.messages
         runs.append(result)
-        console.print(Text.assemble(('assistant> ', 'bold cyan'), result.output))
+        if result.finish_reason == 'empty_answer':
+            console.print(Text('assistant gave no answer', style='bold red'))
+        elif not printer.last_reply_streamed or result.finish_reason != 'final_answer':
+            console.print(Text.assemble(('assistant> ', 'bold cyan'), result.output))
         usage = result.usage
         console.print(Text(f'  {usage.llm_calls} LLM calls, {usage.input_tokens:,} in / {usage.output_tokens:,} out '
                            f'tokens, {usage.tool_calls} tool calls, {result.process.duration or 0:.1f} s',
@@ -128,8 +141,43 @@ async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult
     return runs
 
 
+class _ReplyPrinter:
+    """Prints a run's events: reply text as it streams (after an `assistant> ` prompt), everything else on lines
+    of its own."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.in_line = False
+        """Whether streamed text left the cursor in the middle of a line."""
+        self.streamed = False
+        """Whether text of the current reply has been printed."""
+        self.last_reply_streamed = False
+
+    def show(self, event: AgentEvent) -> None:
+        if isinstance(event, TextDelta):
+            if not self.in_line:
+                self.console.print(Text('assistant> ', style='bold cyan'), end='')
+                self.in_line = True
+            self.console.print(Text(event.text), end='', soft_wrap=True)
+            self.streamed = True
+            return
+        if isinstance(event, MessageEvent) and isinstance(event.message, AssistantMessage) and not event.persistent:
+            self.last_reply_streamed, self.streamed = self.streamed, False  # one reply ended
+        self.end_line()
+        _show_event(self.console, event)
+
+    def end_line(self) -> None:
+        if self.in_line:
+            self.console.print()
+            self.in_line = False
+
+
 def _show_event(console: Console, event: AgentEvent) -> None:
-    if isinstance(event, ToolCallStarted):
+    if isinstance(event, EmptyAnswer):
+        then = 'asking again' if event.nudged else 'giving up'
+        cut = ' (cut at max_tokens)' if event.truncated else ''
+        console.print(Text(f'  .. empty reply{cut}; {then}', style='dim'))
+    elif isinstance(event, ToolCallStarted):
         console.print(Text(f'  -> {event.tool_name}({_cut(event.arguments)})', style='yellow'))
     elif isinstance(event, ToolCallFinished):
         style, text = ('green', event.result.output) if event.result.ok else ('red', event.result.text)

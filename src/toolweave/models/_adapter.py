@@ -1,20 +1,33 @@
-"""The flow every SDK adapter shares: argument checks, the lazy SDK client, the request guard, retries, closing.
+"""The flow every SDK adapter shares: argument checks, the lazy SDK client, the request guard, retries, the
+per-request timeout, streaming, closing.
 
-A subclass supplies only its wire format: `build_request`, `_send`, `_parse`, how it makes its SDK client, and
-the SDK's exception classes (`_errors`), which all follow the same shape (status, timeout, connection).
+A subclass supplies only its wire format: `build_request`, `_send` and `_parse` for a whole reply,
+`_open_stream` and a `StreamParser` for a streamed one, how it makes its SDK client, and the SDK's exception
+classes (`_errors`), which all follow the same shape (status, timeout, connection).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+import anyio
 import httpx2
 
 from toolweave.exceptions import ModelError, UserError
-from toolweave.models._base import Message, ModelResponse, ModelSettings
+from toolweave.models._base import (
+    DEFAULT_TIMEOUT,
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ResponseChunk,
+    ResponseStream,
+)
 from toolweave.models._guard import check_allow_model_requests
 from toolweave.models._retry import (
     ProviderFailure,
@@ -23,11 +36,18 @@ from toolweave.models._retry import (
     failure_to_model_error,
     parse_retry_after,
     provider_message,
+    rejected_part,
+    says_request_invalid,
 )
 from toolweave.models._shared import HttpClient, as_httpx2_client, merge_settings
+from toolweave.models._stream import CompletedStream, response_chunks
 from toolweave.tools._definition import ToolDefinition
 
-__all__ = ('SdkAdapter', 'SdkErrors')
+__all__ = ('SdkAdapter', 'SdkErrors', 'StreamParser')
+
+logger = logging.getLogger('toolweave.models')
+
+T = TypeVar('T')
 
 
 class _SdkClient(Protocol):
@@ -60,26 +80,66 @@ class _SdkStatusError(_SdkError, Protocol):
     def response(self) -> httpx2.Response: ...
 
 
+class _SdkEventStream(Protocol):
+    """What the adapters use of an SDK's raw event stream (`openai.AsyncStream`, `anthropic.AsyncStream`)."""
+
+    @property
+    def response(self) -> httpx2.Response: ...
+
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+class StreamParser(Protocol):
+    """Turns one provider's stream events into chunks, and the whole stream into a `ModelResponse`."""
+
+    def feed(self, event: object) -> list[ResponseChunk]:
+        """The chunks one event carries; `AttributeError`, `TypeError`, `KeyError` or `ValueError` for an event
+        that is not of the provider's shape."""
+        ...
+
+    def finish(self) -> ModelResponse:
+        """The whole reply once the events ran out; `ModelError` when the stream ended before the reply did."""
+        ...
+
+
 ClientT = TypeVar('ClientT', bound=_SdkClient)
+
+
+class _StreamingRefused(Exception):
+    """The server cannot stream this request: it said so in an error, or it answered without server-sent events
+    (`at_all`: it streams nothing, whatever the request)."""
+
+    def __init__(self, reason: str, *, at_all: bool) -> None:
+        super().__init__(reason)
+        self.at_all = at_all
 
 
 @dataclass(frozen=True, slots=True)
 class SdkErrors:
-    """An SDK's exception classes for HTTP status errors, timeouts and connection errors."""
+    """An SDK's exception classes for HTTP status errors, timeouts, connection errors, and their common base."""
 
     status: type[_SdkStatusError]
     timeout: type[_SdkError]
     connection: type[_SdkError]
+    base: type[Exception]
 
     def classify(self, exc: Exception) -> ProviderFailure | None:
         """`exc` as a `ProviderFailure`, or `None` when it is not one of the SDK's request errors."""
         if isinstance(exc, self.status):
+            message = provider_message(exc.body, exc.message)
+            invalid = exc.status_code >= 500 and says_request_invalid(exc.body, message)
             return ProviderFailure(
                 kind='status',
                 status=exc.status_code,
-                message=provider_message(exc.body, exc.message),
+                message=message,
                 retry_after=parse_retry_after(exc.response.headers),
+                invalid_request=invalid,
+                rejected=rejected_part(message, _request_body(exc.response.request)),
             )
+        if isinstance(exc, TimeoutError):  # our own per-request deadline
+            return ProviderFailure(kind='timeout', message=str(exc) or 'the request timed out')
         # The timeout class derives from the connection class, so it is checked first.
         if isinstance(exc, self.timeout):
             return ProviderFailure(kind='timeout', message=exc.message)
@@ -87,6 +147,19 @@ class SdkErrors:
             cause = exc.__cause__
             return ProviderFailure(kind='connection', message=f'{exc.message} {cause}' if cause else exc.message)
         return None
+
+
+def _request_body(request: httpx2.Request) -> dict[str, Any] | None:
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _refuses_streaming(message: str) -> bool:
+    lowered = message.lower()
+    return 'stream' in lowered and any(words in lowered for words in ('not supported', 'unsupported', 'not support'))
 
 
 class SdkAdapter(ABC, Generic[ClientT]):
@@ -138,6 +211,11 @@ class SdkAdapter(ABC, Generic[ClientT]):
         self._guarded = client is None and http_client is None
         self._owns_client = client is None and http_client is None
         self._client: ClientT | None = None if client is None else client.with_options(max_retries=0)
+        self._streams = True
+        """Turned off when the server answers a streamed request whole; later requests then go unstreamed."""
+        self._streams_tool_calls = True
+        """Turned off when the server refuses to stream a request that offers tools (llama-cpp-python's
+        function-calling mode does); later such requests then go unstreamed."""
 
     @property
     @abstractmethod
@@ -160,18 +238,115 @@ class SdkAdapter(ABC, Generic[ClientT]):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send the conversation and tool definitions; return the model's text and tool calls."""
+        client, request, timeout = self._prepare(messages, tools, settings)
+        return await self._respond(client, request, timeout)
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ResponseStream]:
+        """Send the conversation and stream the reply: `async with model.stream(...) as reply`, then iterate
+        `reply` for `TextChunk` and `ToolCallChunk` as they arrive, then read `reply.response`.
+
+        Failures before the first event (status errors, connection errors) are retried like `respond`'s; a
+        failure in the middle of the stream is not (its chunks are out already) and raises `ModelError`. A server
+        that cannot stream the request (llama-cpp-python with tools; a server that ignores `stream`) gets it
+        again unstreamed, and so do later requests of the same kind; the reply then arrives as one chunk per part.
+        """
+        client, request, timeout = self._prepare(messages, tools, settings)
+        events: _SdkEventStream | None = None
+        started = 0.0
+        if not self._streams or (tools and not self._streams_tool_calls):
+            whole: ResponseStream = CompletedStream(await self._respond(client, request, timeout))
+        else:
+            try:
+                events, started = await self._with_retries(lambda: self._open(client, request), timeout)
+            except _StreamingRefused as exc:
+                whole = CompletedStream(await self._unstreamed(client, request, timeout, exc, tools=bool(tools)))
+        if events is None:
+            yield whole
+            return
+
+        async def unstreamed() -> ModelResponse:
+            refusal = _StreamingRefused('it sent an empty stream', at_all=False)
+            return await self._unstreamed(client, request, timeout, refusal, tools=bool(tools))
+
+        try:
+            yield _ReplyStream(self, events, self._stream_parser(), started, timeout, unstreamed)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await events.close()
+
+    async def _unstreamed(self, client: ClientT, request: dict[str, Any], seconds: float, refusal: _StreamingRefused,
+                          *, tools: bool) -> ModelResponse:
+        """The reply to `request` sent again unstreamed, after the server could not stream it; later requests of
+        the same kind go unstreamed from the start."""
+        kind = 'any request' if refusal.at_all else 'a request with tools' if tools else 'a request'
+        logger.warning('%s cannot stream %s (%s); such requests go unstreamed from now on', self.name, kind, refusal)
+        if refusal.at_all or not tools:
+            self._streams = False
+        else:
+            self._streams_tool_calls = False
+        return await self._respond(client, request, seconds)
+
+    def _prepare(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                 settings: ModelSettings | None) -> tuple[ClientT, dict[str, Any], float]:
         if self._guarded:
             check_allow_model_requests(self.name)
         client = self._get_client()
-        request = self.build_request(messages, tools, merge_settings(self.settings, settings))
+        merged = merge_settings(self.settings, settings)
+        return client, self.build_request(messages, tools, merged), merged.timeout or DEFAULT_TIMEOUT
 
-        async def send() -> object:
-            return await self._send(client, request)
+    async def _respond(self, client: ClientT, request: dict[str, Any], seconds: float) -> ModelResponse:
+        return self._parse(await self._with_retries(lambda: self._send(client, request), seconds))
 
-        reply = await call_with_retries(
-            send, policy=self.retry, classify=self._errors.classify, give_up=self._give_up, label=self.name
+    async def _with_retries(self, send: Callable[[], Awaitable[T]], seconds: float) -> T:
+        async def attempt() -> T:
+            try:
+                with anyio.fail_after(seconds):
+                    return await send()
+            except TimeoutError:
+                raise TimeoutError(f'no reply within timeout={seconds:g} s') from None
+
+        return await call_with_retries(
+            attempt, policy=self.retry, classify=self._errors.classify, give_up=self._give_up, label=self.name
         )
-        return self._parse(reply)
+
+    async def _open(self, client: ClientT, request: dict[str, Any]) -> tuple[_SdkEventStream, float]:
+        """The SDK's event stream, and when the attempt that opened it started (the reply's deadline counts from
+        there)."""
+        started = anyio.current_time()
+        try:
+            events = await self._open_stream(client, request)
+        except self._errors.base as exc:
+            if isinstance(exc, self._errors.status) and _refuses_streaming(provider_message(exc.body, exc.message)):
+                raise _StreamingRefused(provider_message(exc.body, exc.message), at_all=False) from exc
+            raise
+        content_type = events.response.headers.get('content-type', '')
+        if not content_type.startswith('text/event-stream'):
+            await events.close()
+            raise _StreamingRefused(f'it answered a streamed request with {content_type or "no content type"}, '
+                                    'not server-sent events', at_all=True)
+        return events, started
+
+    def _stream_failure(self, exc: Exception, chunks: int, timeout: float | None = None) -> ModelError:
+        """A failure in the middle of a stream, as the `ModelError` the caller gets."""
+        where = f'{self._label()} at {self.base_url}'
+        if timeout is not None:
+            what = f'did not finish its reply for model {self.model_name!r} within timeout={timeout:g} s'
+            fix = 'Raise `ModelSettings.timeout`, or lower `max_tokens`.'
+        elif isinstance(exc, ValueError) and not isinstance(exc, UserError):
+            what = f'sent malformed JSON in the stream for model {self.model_name!r} ({exc})'
+            fix = 'Check that `base_url` points at an API that streams server-sent events.'
+        else:
+            message = getattr(exc, 'message', None) or str(exc) or type(exc).__name__
+            cause = f': {exc.__cause__}' if exc.__cause__ is not None else ''
+            what = f'broke off the stream for model {self.model_name!r} ({message}{cause})'
+            fix = 'The reply is incomplete and was not retried; try again, or check the server.'
+        return ModelError(f'{where} {what} after {chunks} event{"s" if chunks != 1 else ""}. {fix}')
 
     @abstractmethod
     def build_request(
@@ -208,6 +383,14 @@ class SdkAdapter(ABC, Generic[ClientT]):
         """One request through the SDK; its errors go to `_errors.classify`."""
 
     @abstractmethod
+    async def _open_stream(self, client: ClientT, request: dict[str, Any]) -> _SdkEventStream:
+        """Send `request` as a streamed request through the SDK; its errors go to `_errors.classify`."""
+
+    @abstractmethod
+    def _stream_parser(self) -> StreamParser:
+        """A fresh parser for one streamed reply."""
+
+    @abstractmethod
     def _parse(self, reply: object) -> ModelResponse:
         """The SDK's reply as a `ModelResponse`; a `ModelError` when it is not the expected shape."""
 
@@ -229,3 +412,57 @@ class SdkAdapter(ABC, Generic[ClientT]):
             api_key_env=self._key_env(),
             base_url=self.base_url,
         )
+
+
+class _ReplyStream:
+    """One streamed reply of an SDK adapter: its events become chunks, within the request's deadline."""
+
+    def __init__(self, adapter: SdkAdapter[Any], events: _SdkEventStream, parser: StreamParser, started: float,
+                 timeout: float, unstreamed: Callable[[], Awaitable[ModelResponse]]) -> None:
+        self._adapter = adapter
+        self._unstreamed = unstreamed
+        self._events = events
+        self._parser = parser
+        self._timeout = timeout
+        self._deadline = started + timeout
+        self._response: ModelResponse | None = None
+
+    async def __aiter__(self) -> AsyncIterator[ResponseChunk]:
+        adapter, parser = self._adapter, self._parser
+        iterator = aiter(self._events)
+        received = 0
+        while True:
+            try:
+                with anyio.fail_after(max(0.0, self._deadline - anyio.current_time())):
+                    event = await anext(iterator)
+            except StopAsyncIteration:
+                break
+            except TimeoutError as exc:
+                raise adapter._stream_failure(exc, received, timeout=self._timeout) from exc
+            except (adapter._errors.base, httpx2.HTTPError, ValueError) as exc:
+                raise adapter._stream_failure(exc, received) from exc
+            received += 1
+            try:
+                chunks = parser.feed(event)
+            except (AttributeError, TypeError, KeyError, ValueError) as exc:
+                raise ModelError(
+                    f'{adapter._label()} at {adapter.base_url} sent a stream event for model {adapter.model_name!r} '
+                    f'that is not of the expected shape: {str(event)[:300]!r}. Check that `base_url` points at '
+                    'the right kind of API.'
+                ) from exc
+            for chunk in chunks:
+                yield chunk
+        if received == 0:
+            # llama-cpp-python answers a tool call it cannot stream with an empty stream (its error happens after
+            # the headers went out). Nothing was reported yet, so asking again unstreamed is safe.
+            self._response = await self._unstreamed()
+            for chunk in response_chunks(self._response):
+                yield chunk
+            return
+        self._response = parser.finish()
+
+    @property
+    def response(self) -> ModelResponse:
+        if self._response is None:
+            raise UserError('The reply is not complete yet: iterate the stream to its end before reading `response`.')
+        return self._response

@@ -9,10 +9,13 @@ from typing import Any, Literal
 from toolweave.exceptions import ModelError, UserError
 from toolweave.models._adapter import SdkAdapter, SdkErrors
 from toolweave.models._base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TIMEOUT,
     AssistantMessage,
     Message,
     ModelResponse,
     ModelSettings,
+    ResponseChunk,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -20,7 +23,8 @@ from toolweave.models._base import (
     UserMessage,
 )
 from toolweave.models._retry import RetryPolicy
-from toolweave.models._shared import HttpClient, plain_json_object
+from toolweave.models._shared import HttpClient, arguments_object, plain_json_object, resolve_tool_choice
+from toolweave.models._stream import ReplyBuilder
 from toolweave.tools._definition import ToolDefinition
 
 try:
@@ -28,7 +32,9 @@ try:
     from anthropic.types import (
         ContentBlockParam,
         MessageParam,
+        RawMessageStreamEvent,
         TextBlockParam,
+        ToolChoiceParam,
         ToolParam,
         ToolResultBlockParam,
         ToolUseBlockParam,
@@ -42,7 +48,6 @@ except ImportError as _exc:  # pragma: no cover - exercised by a test that hides
 __all__ = ('AnthropicModel',)
 
 ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
-DEFAULT_MAX_TOKENS = 4096
 
 _AUTH_ERROR_TEXT = 'Could not resolve authentication method'
 
@@ -71,7 +76,10 @@ class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
     _sdk_client_type = anthropic.AsyncAnthropic
     _default_base_url = ANTHROPIC_BASE_URL
     _errors = SdkErrors(
-        status=anthropic.APIStatusError, timeout=anthropic.APITimeoutError, connection=anthropic.APIConnectionError
+        status=anthropic.APIStatusError,
+        timeout=anthropic.APITimeoutError,
+        connection=anthropic.APIConnectionError,
+        base=anthropic.APIError,
     )
 
     def __init__(
@@ -115,15 +123,18 @@ class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
         }
         if system:
             request['system'] = system
-        if tools:
+        choice = resolve_tool_choice(settings, tools, adapter=self._adapter)
+        if choice is not None:
             request['tools'] = [_tool(t) for t in tools]
-            if settings.parallel_tool_calls is False:
-                request['tool_choice'] = {'type': 'auto', 'disable_parallel_tool_use': True}
+            request['tool_choice'] = _tool_choice(*choice, parallel=settings.parallel_tool_calls)
+        extra: dict[str, Any] = {}
         if settings.temperature is not None:
             # The SDK no longer lists `temperature`; the API still reads it from the body.
-            request['extra_body'] = {'temperature': settings.temperature}
-        if settings.timeout is not None:
-            request['timeout'] = settings.timeout
+            extra['temperature'] = settings.temperature
+        extra.update(settings.extra_body or {})
+        if extra:
+            request['extra_body'] = extra
+        request['timeout'] = settings.timeout or DEFAULT_TIMEOUT
         return request
 
     def _check_options(self) -> None:
@@ -161,6 +172,12 @@ class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
             'Set ANTHROPIC_API_KEY or pass `api_key=...` to `AnthropicModel(...)`.'
         )
 
+    async def _open_stream(self, client: anthropic.AsyncAnthropic, request: dict[str, Any]) -> Any:
+        return await self._send(client, {**request, 'stream': True})
+
+    def _stream_parser(self) -> _EventParser:
+        return _EventParser(self.model_name)
+
     def _label(self) -> str:
         return 'Anthropic'
 
@@ -191,6 +208,7 @@ class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
                 tool_calls=tuple(calls),
                 usage=Usage(requests=1, input_tokens=input_tokens, output_tokens=usage.output_tokens),
                 model_name=str(reply.model or self.model_name),
+                truncated=reply.stop_reason == 'max_tokens',
             )
         except (AttributeError, TypeError) as exc:
             raise ModelError(
@@ -247,14 +265,76 @@ def _text(text: str) -> TextBlockParam:
 
 
 def _tool_use(call: ToolCall) -> ToolUseBlockParam:
-    try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
-        arguments = None
-    if not isinstance(arguments, dict):
-        # Anthropic needs an object; keep a malformed history entry visible instead of dropping it.
-        arguments = {'input': call.arguments}
-    return {'type': 'tool_use', 'id': call.id, 'name': call.name, 'input': arguments}
+    return {'type': 'tool_use', 'id': call.id, 'name': call.name, 'input': arguments_object(call.arguments)}
+
+
+def _tool_choice(kind: str, name: str, *, parallel: bool | None) -> ToolChoiceParam:
+    if kind == 'none':
+        return {'type': 'none'}
+    serial = parallel is False
+    if kind == 'tool':
+        return {'type': 'tool', 'name': name, 'disable_parallel_tool_use': True} if serial else \
+            {'type': 'tool', 'name': name}
+    if kind == 'required':
+        return {'type': 'any', 'disable_parallel_tool_use': True} if serial else {'type': 'any'}
+    return {'type': 'auto', 'disable_parallel_tool_use': True} if serial else {'type': 'auto'}
+
+
+class _EventParser:
+    """Messages stream events into reply chunks: `text` blocks stream text; a `tool_use` block's start carries the
+    call's id and name, its `input_json_delta`s the pieces of its arguments."""
+
+    def __init__(self, model_name: str) -> None:
+        self._builder = ReplyBuilder()
+        self._model_name = model_name
+        self._counts: dict[str, int] = {}
+        self._stop_reason: str | None = None
+        self._stopped = False
+
+    def feed(self, event: object) -> list[ResponseChunk]:
+        typed: RawMessageStreamEvent = event  # type: ignore[assignment]  # checked by the `type` tags below
+        if typed.type == 'message_start':
+            self._model_name = str(typed.message.model or self._model_name)
+            self._count(typed.message.usage)
+        elif typed.type == 'content_block_start':
+            block = typed.content_block
+            if block.type == 'text':
+                return self._builder.text(block.text)
+            if block.type == 'tool_use':
+                return self._builder.tool_call(typed.index, call_id=block.id, name=block.name)
+        elif typed.type == 'content_block_delta':
+            delta = typed.delta
+            if delta.type == 'text_delta':
+                return self._builder.text(delta.text)
+            if delta.type == 'input_json_delta':
+                return self._builder.tool_call(typed.index, arguments=delta.partial_json)
+        elif typed.type == 'message_delta':
+            self._stop_reason = typed.delta.stop_reason
+            self._count(typed.usage)
+        elif typed.type == 'message_stop':
+            self._stopped = True
+        return []
+
+    def _count(self, usage: Any) -> None:
+        # Counts in `message_delta` are running totals that replace earlier ones; absent ones keep theirs.
+        for name in ('input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens', 'output_tokens'):
+            value = getattr(usage, name, None)
+            if value is not None:
+                self._counts[name] = value
+
+    def finish(self) -> ModelResponse:
+        if not self._stopped:
+            raise ModelError(
+                f'The stream for model {self._model_name!r} ended before the reply did (no `message_stop` came): '
+                'the connection was probably cut. The reply is incomplete and was not retried; try again.'
+            )
+        counts = self._counts
+        # `input_tokens` excludes prompt-cache reads and writes; the model still processed them.
+        input_tokens = sum(counts.get(name, 0) for name in
+                           ('input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'))
+        return self._builder.response(usage=Usage(1, input_tokens, counts.get('output_tokens', 0)),
+                                      model_name=self._model_name, truncated=self._stop_reason == 'max_tokens',
+                                      empty_arguments='{}')
 
 
 def _tool(tool: ToolDefinition) -> ToolParam:

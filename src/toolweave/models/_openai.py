@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -9,10 +10,13 @@ from typing import Any
 from toolweave.exceptions import ModelError, UserError
 from toolweave.models._adapter import SdkAdapter, SdkErrors
 from toolweave.models._base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TIMEOUT,
     AssistantMessage,
     Message,
     ModelResponse,
     ModelSettings,
+    ResponseChunk,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -20,16 +24,19 @@ from toolweave.models._base import (
     UserMessage,
 )
 from toolweave.models._retry import RetryPolicy
-from toolweave.models._shared import HttpClient, plain_json_object
+from toolweave.models._shared import HttpClient, arguments_object, plain_json_object, resolve_tool_choice
+from toolweave.models._stream import ReplyBuilder, new_call_id
 from toolweave.tools._definition import ToolDefinition
 
 try:
     import openai
     from openai.types.chat import (
         ChatCompletion,
+        ChatCompletionChunk,
         ChatCompletionFunctionToolParam,
         ChatCompletionMessageFunctionToolCallParam,
         ChatCompletionMessageParam,
+        ChatCompletionToolChoiceOptionParam,
     )
     from openai.types.shared_params import FunctionDefinition
 except ImportError as _exc:  # pragma: no cover - exercised by a test that hides the package
@@ -72,7 +79,10 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
     _sdk_client_type = openai.AsyncOpenAI
     _default_base_url = OPENAI_BASE_URL
     _errors = SdkErrors(
-        status=openai.APIStatusError, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
+        status=openai.APIStatusError,
+        timeout=openai.APITimeoutError,
+        connection=openai.APIConnectionError,
+        base=openai.APIError,
     )
 
     def __init__(
@@ -113,20 +123,31 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
     def build_request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
     ) -> dict[str, Any]:
-        """The keyword arguments for `chat.completions.create`, as the SDK receives them."""
-        request: dict[str, Any] = {'model': self.model_name, 'messages': [_message(m) for m in messages]}
-        if tools:
+        """The keyword arguments for `chat.completions.create`, as the SDK receives them.
+
+        Every message shape is one that the strictest servers accept: string `content` everywhere (`""` beside
+        tool calls, never `null`: llama-cpp-python rejects `null`), tool call arguments that are a JSON object
+        (Ollama parses them), and `tool_choice` sent whenever tools are (llama.cpp reads a missing one as "answer
+        in text").
+        """
+        # OpenAI's newer models only accept `max_completion_tokens`; compatible servers know `max_tokens`.
+        max_key = 'max_completion_tokens' if self._is_openai() else 'max_tokens'
+        request: dict[str, Any] = {
+            'model': self.model_name,
+            'messages': [_message(m) for m in messages],
+            max_key: settings.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        choice = resolve_tool_choice(settings, tools, adapter=self._adapter)
+        if choice is not None:
             request['tools'] = [_tool(t) for t in tools]
+            request['tool_choice'] = _tool_choice(*choice)
             if settings.parallel_tool_calls is not None:
                 request['parallel_tool_calls'] = settings.parallel_tool_calls
         if settings.temperature is not None:
             request['temperature'] = settings.temperature
-        if settings.max_tokens is not None:
-            # OpenAI's newer models only accept `max_completion_tokens`; compatible servers know `max_tokens`.
-            key = 'max_completion_tokens' if self._is_openai() else 'max_tokens'
-            request[key] = settings.max_tokens
-        if settings.timeout is not None:
-            request['timeout'] = settings.timeout
+        if settings.extra_body:
+            request['extra_body'] = dict(settings.extra_body)
+        request['timeout'] = settings.timeout or DEFAULT_TIMEOUT
         return request
 
     def _is_openai(self) -> bool:
@@ -151,6 +172,15 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
         completion: object = await client.chat.completions.create(**request)
         return completion
 
+    async def _open_stream(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        # `stream_options` asks for the usage chunk at the end; servers that do not know it ignore it.
+        return await client.chat.completions.create(
+            **request, stream=True, stream_options={'include_usage': True}
+        )
+
+    def _stream_parser(self) -> _ChunkParser:
+        return _ChunkParser(self.model_name)
+
     def _parse(self, completion: object) -> ModelResponse:
         # The SDK builds models without validation: a server that is not OpenAI-compatible yields a `str`
         # (non-JSON body) or a completion whose fields are missing.
@@ -160,10 +190,12 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
             message = completion.choices[0].message
             calls: list[ToolCall] = []
             for call in message.tool_calls or ():
-                if call.type == 'function':
-                    calls.append(ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments))
+                # Servers that leave out the id still need one: the tool result must refer to it.
+                call_id = call.id or new_call_id()
+                if call.type == 'custom':
+                    calls.append(ToolCall(id=call_id, name=call.custom.name, arguments=call.custom.input))
                 else:
-                    calls.append(ToolCall(id=call.id, name=call.custom.name, arguments=call.custom.input))
+                    calls.append(ToolCall(id=call_id, name=call.function.name, arguments=call.function.arguments))
             usage = completion.usage
             return ModelResponse(
                 text=message.content if message.content is not None else message.refusal,
@@ -174,6 +206,7 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
                     output_tokens=usage.completion_tokens if usage else 0,
                 ),
                 model_name=completion.model or self.model_name,
+                truncated=completion.choices[0].finish_reason == 'length',
             )
         except (AttributeError, TypeError, IndexError) as exc:
             shown = str(completion)
@@ -208,10 +241,10 @@ def _message(message: Message) -> ChatCompletionMessageParam:
         if not message.tool_calls:
             return {'role': 'assistant', 'content': message.content or ''}
         calls: list[ChatCompletionMessageFunctionToolCallParam] = [
-            {'id': c.id, 'type': 'function', 'function': {'name': c.name, 'arguments': c.arguments}}
+            {'id': c.id, 'type': 'function', 'function': {'name': c.name, 'arguments': _wire_arguments(c.arguments)}}
             for c in message.tool_calls
         ]
-        return {'role': 'assistant', 'content': message.content, 'tool_calls': calls}
+        return {'role': 'assistant', 'content': message.content or '', 'tool_calls': calls}
     if isinstance(message, ToolMessage):
         # Chat Completions has no error flag for tool results; the text itself says `Error: ...`.
         return {'role': 'tool', 'tool_call_id': message.tool_call_id, 'content': message.content}
@@ -219,6 +252,71 @@ def _message(message: Message) -> ChatCompletionMessageParam:
         f'Unsupported message type in OpenAIChatModel: {type(message).__name__}. '
         'Use SystemMessage, UserMessage, AssistantMessage or ToolMessage.'
     )
+
+
+def _wire_arguments(arguments: str) -> str:
+    """The arguments as sent back in the history: as the model wrote them when they are a JSON object, else
+    wrapped into one (see `arguments_object`)."""
+    try:
+        if isinstance(json.loads(arguments), dict):
+            return arguments
+    except ValueError:
+        pass
+    return json.dumps(arguments_object(arguments), ensure_ascii=False)
+
+
+def _tool_choice(kind: str, name: str) -> ChatCompletionToolChoiceOptionParam:
+    if kind == 'tool':
+        return {'type': 'function', 'function': {'name': name}}
+    if kind == 'required':
+        return 'required'
+    return 'none' if kind == 'none' else 'auto'
+
+
+class _ChunkParser:
+    """Chat Completions chunks into reply chunks: `delta.content` is text; `delta.tool_calls[i]` carries a call's
+    id and name (once, or on every chunk for some servers) and pieces of its arguments."""
+
+    def __init__(self, model_name: str) -> None:
+        self._builder = ReplyBuilder()
+        self._model_name = model_name
+        self._finish_reason: str | None = None
+        self._usage = Usage(requests=1)
+
+    def feed(self, event: object) -> list[ResponseChunk]:
+        if not isinstance(event, ChatCompletionChunk):
+            raise TypeError(f'not a chat completion chunk: {type(event).__name__}')
+        if event.model:
+            self._model_name = event.model
+        if event.usage is not None:
+            self._usage = Usage(1, event.usage.prompt_tokens or 0, event.usage.completion_tokens or 0)
+        chunks: list[ResponseChunk] = []
+        for choice in event.choices or ():
+            if choice.index:  # only the first choice is the reply (`n` is never sent)
+                continue
+            delta = choice.delta
+            if delta is not None:
+                chunks += self._builder.text(delta.content or delta.refusal or '')
+                for position, call in enumerate(delta.tool_calls or ()):
+                    function = call.function
+                    chunks += self._builder.tool_call(
+                        call.index if call.index is not None else position,
+                        call_id=call.id,
+                        name=function.name if function is not None else None,
+                        arguments=function.arguments if function is not None else None,
+                    )
+            if choice.finish_reason:
+                self._finish_reason = choice.finish_reason
+        return chunks
+
+    def finish(self) -> ModelResponse:
+        if self._finish_reason is None:
+            raise ModelError(
+                f'The stream for model {self._model_name!r} ended before the reply did (no `finish_reason` came): '
+                'the connection was probably cut. The reply is incomplete and was not retried; try again.'
+            )
+        return self._builder.response(usage=self._usage, model_name=self._model_name,
+                                      truncated=self._finish_reason == 'length', empty_arguments='{}')
 
 
 def _tool(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:

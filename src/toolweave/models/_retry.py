@@ -7,8 +7,10 @@ every provider, and testable with an injected `sleep`.
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,6 +27,8 @@ __all__ = (
     'failure_to_model_error',
     'parse_retry_after',
     'provider_message',
+    'rejected_part',
+    'says_request_invalid',
 )
 
 logger = logging.getLogger('toolweave.models')
@@ -83,13 +87,56 @@ class ProviderFailure:
     """The provider's own message (or the transport's), quoted in the final error."""
     status: int | None = None
     retry_after: float | None = None
+    invalid_request: bool = False
+    """A server error (5xx) whose message says the request itself is invalid: sending it again cannot help."""
+    rejected: str | None = None
+    """The part of the request the provider's message points at (such as one message), as sent."""
 
     @property
     def retryable(self) -> bool:
         if self.kind != 'status':
             return True
         assert self.status is not None
+        if self.invalid_request:
+            return False
         return self.status in RETRYABLE_CLIENT_STATUSES or self.status >= 500
+
+
+# What servers say when they reject the request itself, even under a 500: pydantic validation errors
+# (llama-cpp-python), llama.cpp's `Illegal param`, OpenAI-style error types, "not supported" features.
+_INVALID_REQUEST = re.compile(
+    r'validation error|input should be|field required|extra inputs are not permitted|invalid_request_error'
+    r'|invalid request|illegal param|not supported|unsupported|does not support',
+    re.IGNORECASE,
+)
+
+
+def says_request_invalid(body: object, message: str) -> bool:
+    """Whether an error body or message says the request is invalid (rather than the server failing)."""
+    try:
+        text = message if body is None else f'{message} {json.dumps(body, default=str)}'
+    except (TypeError, ValueError):
+        text = message
+    return _INVALID_REQUEST.search(text) is not None
+
+
+# `('body', 'messages', 2, ...)` (pydantic), `messages.2.content`, `messages[2]`.
+_LOCATION = re.compile(r"""['"]?(messages|tools)['"]?(?:\s*,\s*|\.|\[)(\d+)""")
+
+
+def rejected_part(message: str, body: Mapping[str, object] | None) -> str | None:
+    """The element of the request body (`messages[i]` or `tools[i]`) the provider's message names, as sent."""
+    if body is None:
+        return None
+    match = _LOCATION.search(message)
+    if match is None:
+        return None
+    key, index = match[1], int(match[2])
+    items = body.get(key)
+    if not isinstance(items, list) or index >= len(items):
+        return None
+    shown = json.dumps(items[index], ensure_ascii=False)
+    return f'{key}[{index}] = {shown if len(shown) <= 400 else shown[:400] + "..."}'
 
 
 async def call_with_retries(
@@ -190,6 +237,7 @@ def failure_to_model_error(
     """Turn the last failure into a `ModelError` that says what went wrong and what to do about it."""
     what = describe_failure(failure)
     status = failure.status
+    sent = f' The request sent {failure.rejected}.' if failure.rejected else ''
     key_hint = (
         f'set {api_key_env} or pass `api_key=...` to `{adapter}(...)`'
         if api_key_env
@@ -207,6 +255,12 @@ def failure_to_model_error(
             f'{provider} at {base_url} does not know model {model_name!r} ({what}). '
             f'Check the model name{pull} and `base_url`.'
         )
+    if failure.invalid_request:
+        return ModelError(
+            f'{provider} rejected the request for model {model_name!r} as invalid ({what}). The server answered '
+            'with a server error, but its message says the request itself is wrong, so it was not retried.'
+            f'{sent} Fix what the message names, or the setting that produced it.'
+        )
     if failure.retryable:
         tries = f'{attempts} attempt{"s" if attempts != 1 else ""}'
         if failure.kind != 'status':
@@ -220,6 +274,6 @@ def failure_to_model_error(
             'Try again later, send fewer requests, or raise `max_retries`.'
         )
     return ModelError(
-        f'{provider} rejected the request for model {model_name!r} ({what}). '
+        f'{provider} rejected the request for model {model_name!r} ({what}).{sent} '
         "Fix what the provider's message names; this error is not retried."
     )

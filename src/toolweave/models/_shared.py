@@ -1,21 +1,30 @@
-"""Pieces both adapters share: settings merging, tool schemas as plain JSON, and HTTP client normalisation."""
+"""Pieces both adapters share: settings merging, tool choice and arguments on the wire, tool schemas as plain
+JSON, and HTTP client normalisation."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import httpx2
 
 from toolweave.exceptions import UserError
 from toolweave.models._base import ModelSettings
+from toolweave.tools._definition import ToolDefinition
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ('HttpClient', 'as_httpx2_client', 'merge_settings', 'plain_json_object')
+__all__ = (
+    'HttpClient',
+    'arguments_object',
+    'as_httpx2_client',
+    'merge_settings',
+    'plain_json_object',
+    'resolve_tool_choice',
+)
 
 HttpClient: TypeAlias = 'httpx2.AsyncClient | httpx.AsyncClient'
 """An async HTTP client for an adapter: the SDKs' own `httpx2.AsyncClient`, or an `httpx.AsyncClient`."""
@@ -28,6 +37,47 @@ def merge_settings(base: ModelSettings | None, override: ModelSettings | None) -
         return merged
     changes = {f.name: getattr(override, f.name) for f in fields(override) if getattr(override, f.name) is not None}
     return replace(merged, **changes)
+
+
+_CHOICE_KINDS: dict[str, Literal['auto', 'required', 'none']] = {'auto': 'auto', 'required': 'required',
+                                                                 'none': 'none'}
+
+
+def resolve_tool_choice(
+    settings: ModelSettings, tools: Sequence[ToolDefinition], *, adapter: str
+) -> tuple[Literal['auto', 'required', 'none', 'tool'], str] | None:
+    """The tool choice to send, as `(kind, tool name or '')`; `None` when no tools are offered (nothing is sent).
+
+    Raises `UserError` for a choice that cannot be honoured: a tool that is not offered, or a required call
+    with no tools at all.
+    """
+    choice = settings.tool_choice or 'auto'
+    kind = _CHOICE_KINDS.get(choice)
+    if kind is not None:
+        if not tools:
+            if kind == 'required':
+                raise UserError(f"{adapter} got tool_choice='required' but no tools to call. Offer tools, or leave "
+                                'tool_choice unset.')
+            return None
+        return (kind, '')
+    names = [tool.name for tool in tools]
+    if choice not in names:
+        raise UserError(f'{adapter} got tool_choice={choice!r}, which names no offered tool. Offered tools: '
+                        f"{', '.join(names) or '(none)'}. Use one of them, or 'auto', 'required' or 'none'.")
+    return ('tool', choice)
+
+
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """A tool call's raw arguments as the JSON object a request must carry for it.
+
+    Arguments that are not a JSON object (a model's malformed output) are kept visible under `input`, because
+    servers reject the whole request otherwise (Anthropic needs an object; Ollama parses the arguments).
+    """
+    try:
+        loaded = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        loaded = None
+    return loaded if isinstance(loaded, dict) else {'input': arguments}
 
 
 def plain_json_object(value: Mapping[str, Any], *, where: str) -> dict[str, Any]:
@@ -85,14 +135,36 @@ class _HttpxTransport(httpx2.AsyncBaseTransport):
             timeout=httpx.Timeout(**timeout) if isinstance(timeout, dict) else httpx.USE_CLIENT_DEFAULT,
         )
         try:
-            response = await self._client.send(outgoing)
+            # Sent as a stream so that a streamed reply reaches the SDK event by event, not all at the end.
+            response = await self._client.send(outgoing, stream=True)
         except httpx.TimeoutException as exc:
             raise httpx2.ReadTimeout(str(exc) or 'Request timed out.', request=request) from exc
         except httpx.TransportError as exc:
             raise httpx2.ConnectError(str(exc) or 'Connection failed.', request=request) from exc
         kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _ENCODING_HEADERS]
-        return httpx2.Response(response.status_code, headers=kept, content=response.content, request=request)
+        return httpx2.Response(response.status_code, headers=kept, stream=_ForwardedBody(response), request=request)
 
     async def aclose(self) -> None:
         # The wrapped client belongs to the caller, who closes it.
         return None
+
+
+class _ForwardedBody(httpx2.AsyncByteStream):
+    """The decoded body of an `httpx` response, read as the `httpx2` side asks for it."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        import httpx
+
+        try:
+            async for chunk in self._response.aiter_bytes():
+                yield chunk
+        except httpx.TimeoutException as exc:
+            raise httpx2.ReadTimeout(str(exc) or 'Read timed out.') from exc
+        except httpx.TransportError as exc:
+            raise httpx2.RemoteProtocolError(str(exc) or 'Connection broken.') from exc
+
+    async def aclose(self) -> None:
+        await self._response.aclose()

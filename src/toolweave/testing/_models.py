@@ -1,7 +1,8 @@
 """Fake chat models for tests, demos and benchmarks: replies from a script or from a function.
 
 Both fakes record every request they receive and report usage with a documented estimate (see
-`estimate_usage`), so token comparisons between two agent configurations count what was really sent.
+`estimate_usage`), so token comparisons between two agent configurations count what was really sent. Both can
+stream (`stream`): the reply comes as chunks of about one token (four characters), optionally at a set rate.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
@@ -21,12 +24,15 @@ from toolweave.models._base import (
     Message,
     ModelResponse,
     ModelSettings,
+    ResponseChunk,
+    ResponseStream,
     SystemMessage,
     ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
 )
+from toolweave.models._stream import response_chunks
 from toolweave.tools._definition import ToolDefinition
 
 __all__ = (
@@ -138,15 +144,20 @@ def to_response(reply: object, *, next_id: Callable[[], str]) -> ModelResponse:
     )
 
 
-class _FakeModel:
-    """What both fakes share: request recording, usage estimate, simulated latency, call ids."""
+class _FakeModel(ABC):
+    """What both fakes share: request recording, usage estimate, simulated latency and streaming, call ids."""
 
-    def __init__(self, *, name: str, latency: float) -> None:
+    def __init__(self, *, name: str, latency: float, tokens_per_second: float | None = None) -> None:
         if latency < 0:
             raise UserError(f'latency of fake model {name!r} must be >= 0 seconds, got {latency!r}.')
+        if tokens_per_second is not None and not tokens_per_second > 0:
+            raise UserError(f'tokens_per_second of fake model {name!r} must be > 0 or None, '
+                            f'got {tokens_per_second!r}.')
         self._name = name
         self.latency = latency
-        """Seconds each reply takes (simulated with `anyio.sleep`)."""
+        """Seconds each reply takes (simulated with `anyio.sleep`); when streamed, the wait before the first chunk."""
+        self.tokens_per_second = tokens_per_second
+        """How fast a streamed reply arrives, a chunk of `CHARS_PER_TOKEN` characters at a time; `None`: at once."""
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
         self._ids = 0
@@ -185,6 +196,45 @@ class _FakeModel:
             await anyio.sleep(self.latency)
         return response
 
+    @abstractmethod
+    async def respond(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """The next reply, recorded."""
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ResponseStream]:
+        """The reply `respond` would give, as chunks of `CHARS_PER_TOKEN` characters (at `tokens_per_second`)."""
+        yield _FakeStream(await self.respond(messages, tools, settings), self.tokens_per_second)
+
+
+class _FakeStream:
+    def __init__(self, response: ModelResponse, tokens_per_second: float | None) -> None:
+        self._response = response
+        self._pause = 0.0 if tokens_per_second is None else 1 / tokens_per_second
+        self._done = False
+
+    async def __aiter__(self) -> AsyncIterator[ResponseChunk]:
+        for chunk in response_chunks(self._response, size=CHARS_PER_TOKEN):
+            if self._pause:
+                await anyio.sleep(self._pause)
+            yield chunk
+        self._done = True
+
+    @property
+    def response(self) -> ModelResponse:
+        if not self._done:
+            raise UserError('The reply is not complete yet: iterate the stream to its end before reading `response`.')
+        return self._response
+
 
 class ScriptedModel(_FakeModel):
     """A model that replies from a script, one entry per request, and records what it was sent.
@@ -202,10 +252,12 @@ class ScriptedModel(_FakeModel):
         responses: The replies, in order (see `Reply` for the accepted forms).
         name: The model name reported in responses.
         latency: Seconds each reply takes, simulated with `anyio.sleep` (for demos and benchmarks).
+        tokens_per_second: How fast a streamed reply arrives (four characters a token); `None`: at once.
     """
 
-    def __init__(self, responses: Iterable[Reply], *, name: str = 'scripted', latency: float = 0.0) -> None:
-        super().__init__(name=name, latency=latency)
+    def __init__(self, responses: Iterable[Reply], *, name: str = 'scripted', latency: float = 0.0,
+                 tokens_per_second: float | None = None) -> None:
+        super().__init__(name=name, latency=latency, tokens_per_second=tokens_per_second)
         self._script: list[Reply] = list(responses)
         for index, reply in enumerate(self._script):  # fail at construction, not in the middle of a run
             try:
@@ -256,10 +308,11 @@ class FunctionModel(_FakeModel):
     ```
     """
 
-    def __init__(self, fn: ReplyFunction, *, name: str = 'function', latency: float = 0.0) -> None:
+    def __init__(self, fn: ReplyFunction, *, name: str = 'function', latency: float = 0.0,
+                 tokens_per_second: float | None = None) -> None:
         if not callable(fn):
             raise UserError(f'FunctionModel needs a callable fn(messages, tools), got {fn!r}.')
-        super().__init__(name=name, latency=latency)
+        super().__init__(name=name, latency=latency, tokens_per_second=tokens_per_second)
         self.fn = fn
 
     async def respond(
