@@ -132,6 +132,12 @@ def delete_file(path: str) -> str:
 
 
 @tool
+def misconfigured() -> str:
+    """Raise a configuration error."""
+    raise ToolConfigurationError('the tool is wired wrong')
+
+
+@tool
 def stop_now() -> str:
     """End the run."""
     raise ExitEarly('the task is done')
@@ -148,11 +154,15 @@ async def test_approval_gates_run_on_the_server_side() -> None:
 
 
 async def test_signals_and_configuration_errors_become_error_results_and_the_server_stays_up() -> None:
-    async with McpToolset(Toolset([delete_file, stop_now, served_toolset().get('add')])) as tools:
-        unreviewed = await tools.get('delete_file').call({'path': '/tmp/x'})  # no review handler configured
+    async with McpToolset(Toolset([delete_file, stop_now, misconfigured, served_toolset().get('add')])) as tools:
+        unreviewed = await tools.get('delete_file').call({'path': '/tmp/x'})  # this client cannot be asked
+        broken = await tools.get('misconfigured').call({})
         stopped = await tools.get('stop_now').call({})
         after = await tools.get('add').call({'a': 2, 'b': 2})
-    assert unreviewed.error is not None and unreviewed.error.startswith(f'{ToolConfigurationError.__name__}: ')
+    assert unreviewed.error == ('Rejected by reviewer: {"path":"/tmp/x"} (it needs approval, and this MCP client '
+                                "cannot be asked: it does not support elicitation, and the server's approval "
+                                "fallback is 'deny')")
+    assert broken.error == 'ToolConfigurationError: the tool is wired wrong'
     assert stopped.error == 'ExitEarly: the task is done'
     assert after.output == '4'
 
