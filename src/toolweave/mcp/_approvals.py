@@ -89,13 +89,15 @@ class ElicitingReviewer:
 
 
 class FallbackReviewer:
-    """The reviewer for clients that cannot be asked: the configured policy decides."""
+    """The reviewer for clients that cannot be asked: the configured policy decides (one for every tool, or a
+    function of the tool's name)."""
 
-    def __init__(self, policy: ApprovalFallback) -> None:
-        self.policy: ApprovalFallback = policy
+    def __init__(self, policy: ApprovalFallback | Callable[[str], ApprovalFallback]) -> None:
+        self.policy = policy
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
-        if self.policy == 'allow':
+        policy = self.policy if isinstance(self.policy, str) else self.policy(request.tool_name)
+        if policy == 'allow':
             return ReviewDecision.approve()
         return ReviewDecision.reject("it needs approval, and this MCP client cannot be asked: it does not support "
                                      "elicitation, and the server's approval fallback is 'deny'")

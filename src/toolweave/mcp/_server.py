@@ -19,11 +19,12 @@ from toolweave.exceptions import UserError
 from toolweave.mcp._approvals import ApprovalFallback
 from toolweave.mcp._sdk import require_mcp
 from toolweave.mcp._serving import ToolServer
+from toolweave.mcp._stdio import stdio_streams
 from toolweave.plan import PlanTool
 from toolweave.tools._tool import Tool
 from toolweave.tools._toolset import Toolset, ToolsetItem
 
-__all__ = ('mcp_server', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
+__all__ = ('mcp_server', 'run_app', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
 
 logger = logging.getLogger('toolweave.mcp')
 
@@ -80,9 +81,7 @@ async def serve_stdio(tools: Toolset | Iterable[ToolsetItem], **server_options: 
     ```
     """
     server = mcp_server(tools, **server_options)
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_streams() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
@@ -121,9 +120,14 @@ async def serve_http(
     `on_started` receives the endpoint URL once the socket listens (with `port=0` the system picks a free
     port, and the URL says which).
     """
+    app = streamable_http_app(tools, path=path, host=host, **server_options)
+    await run_app(app, host=host, port=port, path=path, on_started=on_started)
+
+
+async def run_app(app: Any, *, host: str, port: int, path: str, on_started: Callable[[str], object] | None) -> None:
+    """Run an ASGI app with uvicorn until cancelled; `on_started` receives the endpoint URL once it listens."""
     import uvicorn
 
-    app = streamable_http_app(tools, path=path, host=host, **server_options)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level='warning', lifespan='on'))
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)

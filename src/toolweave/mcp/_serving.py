@@ -53,15 +53,17 @@ class ToolServer:
         listed: the tools `tools/list` shows (default: `front`, then every tool of `tools`); a gateway in search
             mode lists a few while more can be called.
         review_handler: decides approvals on the server side; `None` asks the client (see `_approvals`).
-        approval_fallback: what a call that needs approval gets when the client cannot be asked.
+        approval_fallback: what a call that needs approval gets when the client cannot be asked (`'deny'` or
+            `'allow'`, or a function of the tool's name giving one).
         announces_changes: whether the server tells clients when its tool list changes (`tools_changed`).
     """
 
     def __init__(self, tools: Toolset, *, front: Sequence[Tool] = (),
                  listed: Callable[[], Iterable[Tool]] | None = None,
-                 review_handler: ReviewHandler | None = None, approval_fallback: ApprovalFallback = 'deny',
+                 review_handler: ReviewHandler | None = None,
+                 approval_fallback: ApprovalFallback | Callable[[str], ApprovalFallback] = 'deny',
                  announces_changes: bool = False) -> None:
-        if approval_fallback not in ('deny', 'allow'):
+        if not callable(approval_fallback) and approval_fallback not in ('deny', 'allow'):
             raise UserError(f"approval_fallback must be 'deny' or 'allow', got {approval_fallback!r}.")
         self.tools = tools
         self._front = {tool.name: tool for tool in front}

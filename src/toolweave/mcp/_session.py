@@ -5,7 +5,8 @@ its failures sorted by kind."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -45,35 +46,37 @@ class StdioTarget:
     def label(self) -> str:
         return ' '.join([Path(self.parameters.command).name, *(Path(a).name for a in self.parameters.args[:1])])
 
-    async def transport(self, stack: AsyncExitStack) -> Any:
-        if self.errlog is None:
-            return self.parameters  # the SDK starts it, with stderr shared with ours
+    async def open(self, stack: AsyncExitStack) -> Any:
         from mcp.client.stdio import stdio_client
 
-        return _Opened(await stack.enter_async_context(stdio_client(self.parameters, errlog=self.errlog)))
+        return await stack.enter_async_context(stdio_client(self.parameters, errlog=self.errlog or sys.stderr))
 
 
 class HttpTarget:
-    """A server reached over streamable HTTP; the HTTP client (with `headers`) lives as long as the session."""
+    """A server reached over streamable HTTP (or the older SSE transport, `sse=True`); the HTTP client, with
+    `headers`, lives as long as the session."""
 
-    def __init__(self, url: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None, *, sse: bool = False) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self.sse = sse
 
     @property
     def label(self) -> str:
         return self.url
 
-    async def transport(self, stack: AsyncExitStack) -> Any:
-        if not self.headers:
-            return self.url
+    async def open(self, stack: AsyncExitStack) -> Any:
+        if self.sse:
+            from mcp.client.sse import sse_client
+
+            return await stack.enter_async_context(sse_client(self.url, headers=self.headers or None))
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
         )
-        return streamable_http_client(self.url, http_client=http)
+        return await stack.enter_async_context(streamable_http_client(self.url, http_client=http))
 
 
 class _Opened:
@@ -89,12 +92,53 @@ class _Opened:
         return None
 
 
-async def open_client(target: Any, stack: AsyncExitStack, *, mode: str = 'auto', **callbacks: Any) -> Any:
+class _WatchedReadStream:
+    """A transport's read stream that reports its end: the server closed the connection (or its process died)."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # `last_context` and whatever else the SDK reads off a stream
+        return getattr(self._inner, name)
+
+
+async def open_client(target: Any, stack: AsyncExitStack, *, mode: str = 'auto',
+                      on_closed: Callable[[], None] | None = None, **callbacks: Any) -> Any:
     """An SDK `Client` to `target` (a `StdioTarget`, `HttpTarget`, URL, SDK server object or transport), entered
-    on `stack` (which then owns the connection). `callbacks` go to the `Client` (`message_handler`, ...)."""
+    on `stack` (which then owns the connection). `on_closed` is called when a target's connection ends;
+    `callbacks` go to the `Client` (`message_handler`, ...)."""
     mcp = require_mcp()
     if isinstance(target, (StdioTarget, HttpTarget)):
-        target = await target.transport(stack)
+        read_stream, write_stream = await target.open(stack)
+        if on_closed is not None:
+            read_stream = _WatchedReadStream(read_stream, on_closed)
+        target = _Opened((read_stream, write_stream))
     client = mcp.Client(target, mode=mode, client_info=client_info(), **callbacks)
     await stack.enter_async_context(client)
     return client
