@@ -129,7 +129,7 @@ async def test_server_exception_becomes_a_failure_that_names_tool_and_server(fix
 
 async def test_non_text_content_is_described_not_pasted(fixture_tools: McpToolset) -> None:
     result = await fixture_tools.get('image').call({})
-    assert result.output == '[image image/png, 9 bytes]\na tiny picture'
+    assert result.output == '[image image/png, 8 bytes]\na tiny picture'
 
 
 async def test_huge_output_arrives_whole(fixture_tools: McpToolset) -> None:

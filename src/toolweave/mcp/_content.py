@@ -41,7 +41,7 @@ def _render_block(block: Any) -> str:
     if kind == 'text':
         return str(block.text)
     if kind in ('image', 'audio'):
-        return f'[{kind} {block.mime_type}, {len(block.data) * 3 // 4} bytes]'
+        return f'[{kind} {block.mime_type}, {_decoded_size(block.data)} bytes]'
     if kind == 'resource_link':
         return f'[resource link {block.name!r}: {block.uri}]'
     if kind == 'resource':
@@ -50,7 +50,7 @@ def _render_block(block: Any) -> str:
         if isinstance(text, str):
             return text
         mime = getattr(resource, 'mime_type', None) or 'application/octet-stream'
-        return f'[resource {resource.uri} ({mime}), {len(getattr(resource, "blob", "")) * 3 // 4} bytes]'
+        return f'[resource {resource.uri} ({mime}), {_decoded_size(getattr(resource, "blob", ""))} bytes]'
     return f'[{kind or type(block).__name__} content]'
 
 
@@ -61,6 +61,11 @@ class McpCallResult(ToolResult):
 
     mcp: Any = field(default=None, compare=False, repr=False)
     """The SDK's `CallToolResult`, as received."""
+
+
+def _decoded_size(data: str) -> int:
+    """How many bytes a base64 text decodes to (without decoding it)."""
+    return len(data) * 3 // 4 - len(data[-2:]) + len(data[-2:].rstrip('='))
 
 
 def to_tool_result(result: Any) -> McpCallResult:

@@ -67,7 +67,8 @@ def _matches(word: str, words: Iterable[str]) -> int:
 
 
 class SearchTool(Tool):
-    """`search_tools(query, limit)`: the best matches as `[{name, server, description}]` (first paragraph)."""
+    """`search_tools(query, limit)`: the best matches as `{"tools": [{name, server, description}]}` (the first
+    paragraph of each description)."""
 
     def __init__(self, catalog: Callable[[], Sequence[ToolDefinition]], *, name: str = 'search_tools') -> None:
         self._catalog = catalog
@@ -92,10 +93,10 @@ class SearchTool(Tool):
         found = search(query, catalog, limit)
         if not found:
             return ToolResult.success(f'No tool matches {query!r} (of {len(catalog)} tools). Try other words, such '
-                                      'as what the tool acts on or what it does.', [])
+                                      'as what the tool acts on or what it does.', {'tools': []})
         rows = [{'name': d.name, 'server': d.metadata.extra.get('mcp_server'), 'description': _summary(d.description)}
                 for d in found]
-        return ToolResult.success(json.dumps(rows, ensure_ascii=False), rows)
+        return ToolResult.success(json.dumps({'tools': rows}, ensure_ascii=False), {'tools': rows})
 
 
 class DescribeTool(Tool):

@@ -40,6 +40,7 @@ logger = logging.getLogger('toolweave.mcp')
 
 _MAX_LEGACY_SESSIONS = 256
 
+_PAUSED = 'toolweave.paused_calls'
 _Ran = tuple[ToolResult, ContentLog]
 """A call's result and the content blocks its MCP tools returned."""
 
@@ -71,7 +72,6 @@ class ToolServer:
         self._review_handler = review_handler
         self._fallback = FallbackReviewer(approval_fallback)
         self._announces = announces_changes
-        self._paused: PausedCalls[_Ran] | None = None
         self._legacy_sessions: dict[int, tuple[Any, Any]] = {}
         self._bus: Any = None
 
@@ -93,8 +93,17 @@ class ToolServer:
         if announces:
             self._bus = InMemorySubscriptionBus()
             listen = ListenHandler(self._bus)
-        return _Server(name, version=version, instructions=instructions, lifespan=self._lifespan,
-                       on_list_tools=self._list_tools, on_call_tool=self._call_tool, on_subscriptions_listen=listen)
+        server = _Server(name, version=version, instructions=instructions, lifespan=self._lifespan,
+                         on_list_tools=self._list_tools, on_call_tool=self._call_tool, on_subscriptions_listen=listen)
+        if announces:
+            server.middleware.append(self._observe)
+        return server
+
+    async def _observe(self, ctx: Any, call_next: Any) -> Any:
+        """Middleware: note each handshake connection as soon as it is initialized."""
+        result = await call_next(ctx)
+        self._remember_session(ctx)
+        return result
 
     async def tools_changed(self) -> None:
         """Tell every connected client that the tool list changed (when the server announces changes)."""
@@ -114,18 +123,16 @@ class ToolServer:
     async def _lifespan(self, server: Any) -> AsyncIterator[dict[str, Any]]:
         import anyio
 
+        # Each run of the server (a stdio session, an HTTP app, an in-process client) holds its own paused calls.
         async with anyio.create_task_group() as tasks:
-            self._paused = PausedCalls(tasks, failed=lambda message: (ToolResult.failure(message), []))
             try:
-                yield {}
+                yield {_PAUSED: PausedCalls(tasks, failed=lambda message: (ToolResult.failure(message), []))}
             finally:
-                self._paused = None
                 tasks.cancel_scope.cancel()
 
     async def _list_tools(self, ctx: Any, params: Any) -> Any:
         import mcp_types as types
 
-        self._remember_session(ctx)
         return types.ListToolsResult(tools=[mcp_tool(types, tool.definition) for tool in self._listed()])
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
@@ -133,10 +140,11 @@ class ToolServer:
         from mcp import MCPError
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-        self._remember_session(ctx)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        lifespan = ctx.lifespan_context
+        paused: PausedCalls[_Ran] | None = lifespan.get(_PAUSED) if isinstance(lifespan, dict) else None
         if params.request_state is not None:
-            outcome = None if self._paused is None else await self._paused.resume(
+            outcome = None if paused is None else await paused.resume(
                 params.request_state, params.name, params.input_responses)
             if outcome is None:
                 raise MCPError(types.INVALID_PARAMS, f'No call of {params.name!r} is waiting for answers under this '
@@ -149,8 +157,8 @@ class ToolServer:
         context = context_from_meta(params.meta)
         handler = self._review_handler or current_review_handler()
         capabilities = ctx.session.client_capabilities
-        if handler is None and modern and can_elicit(capabilities) and self._paused is not None:
-            outcome = await self._paused.start(params.name, lambda: self._run(tool, params.arguments, context))
+        if handler is None and modern and can_elicit(capabilities) and paused is not None:
+            outcome = await paused.start(params.name, lambda: self._run(tool, params.arguments, context))
             return self._outcome(types, outcome, modern)
         if handler is None:
             can_ask = can_elicit(capabilities) and ctx.session.can_send_request

@@ -66,15 +66,18 @@ DEFAULT_BACKOFF = Backoff()
 class _Connection:
     """One connection to the server: its client, and why it ended once it did."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, on_end: Callable[[str], None]) -> None:
         self.client = client
         self.ended = anyio.Event()
         self.reason: str | None = None
         self.relist = anyio.Event()
+        self._on_end = on_end
 
     def end(self, reason: str) -> None:
+        """Mark the connection as over (the upstream's task closes it); calls fail from now on."""
         if self.reason is None:
             self.reason = reason
+            self._on_end(reason)
         self.ended.set()
 
 
@@ -179,7 +182,7 @@ class Upstream:
                 holder[0].relist.set()
 
         client = await open_client(self._target(errlog), stack, on_closed=closed, message_handler=on_message)
-        connection = _Connection(client)
+        connection = _Connection(client, self._lost)
         holder.append(connection)
         self.instructions = client.instructions
         await self._relist(connection)
@@ -293,6 +296,11 @@ class Upstream:
             return
         connection.end(f'it stopped answering (a call timed out, then tools/list got no answer within '
                        f'{self.backoff.probe_timeout:g} s)')
+
+    def _lost(self, reason: str) -> None:
+        if self.state == 'up':
+            self.reason = reason
+            self._set_state('down')
 
     def _set_state(self, state: UpstreamState) -> None:
         self.state = state
