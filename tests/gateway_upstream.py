@@ -4,7 +4,9 @@
 the initialize handshake, `subscriptions/listen` for tool changes): read-only, structured, destructive, media,
 `_meta`, slow, crashing, freezing and list-changing tools. `python tests/gateway_upstream.py legacy` is a bare
 JSON-RPC loop that only knows the initialize handshake (so the gateway must follow tool changes from
-`notifications/tools/list_changed`), with `echo`, `grow` and `die`.
+`notifications/tools/list_changed`), with `echo`, `grow`, `shrink` (removes `echo`), `die` and any tool
+names given after `legacy` (they echo their arguments). `python tests/gateway_upstream.py http PORT`
+serves the SDK fixture over streamable HTTP (port 0: any free port) and prints its URL.
 """
 
 from __future__ import annotations
@@ -115,9 +117,33 @@ async def _serve_sdk() -> None:
         await server.run(read_stream, write_stream, options)
 
 
-def _serve_legacy() -> None:
-    """A JSON-RPC loop that speaks only the initialize handshake."""
-    names = ['echo', 'grow', 'die']
+def _serve_http(port: int) -> None:
+    """`sdk_server()` over streamable HTTP on 127.0.0.1:`port`; prints its URL once it listens."""
+    import uvicorn
+
+    server, _ = sdk_server()
+    app = server.streamable_http_app(streamable_http_path='/mcp', host='127.0.0.1')
+    config = uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on')
+    http = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not http.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+            await anyio.sleep(0.01)
+        port_used = http.servers[0].sockets[0].getsockname()[1]
+        print(f'http://127.0.0.1:{port_used}/mcp', flush=True)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(announce)
+            await http.serve()
+
+    anyio.run(main)
+
+
+def _serve_legacy(extra: list[str]) -> None:
+    """A JSON-RPC loop that speaks only the initialize handshake; `extra` names more tools (each echoes)."""
+    names = ['echo', 'grow', 'shrink', 'die', *extra]
+    added = 0
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -135,10 +161,14 @@ def _serve_legacy() -> None:
             reply['result'] = {'tools': [{'name': n, 'inputSchema': {'type': 'object'}} for n in names]}
         elif method == 'tools/call' and params.get('name') == 'die':
             os._exit(3)
-        elif method == 'tools/call' and params.get('name') == 'grow':
-            names.append(f'extra_{len(names) - 2}')
+        elif method == 'tools/call' and params.get('name') in ('grow', 'shrink'):
+            if params['name'] == 'grow':
+                added += 1
+                names.append(f'extra_{added}')
+            else:
+                names.remove('echo')
             print(json.dumps({'jsonrpc': '2.0', 'method': 'notifications/tools/list_changed'}), flush=True)
-            reply['result'] = {'content': [{'type': 'text', 'text': names[-1]}]}
+            reply['result'] = {'content': [{'type': 'text', 'text': ' '.join(names)}]}
         elif method == 'tools/call':
             reply['result'] = {'content': [{'type': 'text', 'text': json.dumps(params.get('arguments'))}]}
         else:  # server/discover included: the client falls back to the handshake
@@ -150,7 +180,9 @@ if __name__ == '__main__':
     print(f'gateway upstream {sys.argv[1:]} starting', file=sys.stderr, flush=True)
     if sys.argv[1:] == ['sdk']:
         anyio.run(_serve_sdk)
-    elif sys.argv[1:] == ['legacy']:
-        _serve_legacy()
+    elif sys.argv[1:2] == ['legacy']:
+        _serve_legacy(sys.argv[2:])
+    elif sys.argv[1:2] == ['http'] and len(sys.argv) == 3:
+        _serve_http(int(sys.argv[2]))
     else:
-        raise SystemExit('usage: gateway_upstream.py sdk|legacy')
+        raise SystemExit('usage: gateway_upstream.py sdk|legacy [TOOL...]|http PORT')

@@ -37,8 +37,9 @@ def sdk(**options: Any) -> dict[str, Any]:
     return {'command': sys.executable, 'args': [UPSTREAM, 'sdk'], **({'toolweave': options} if options else {})}
 
 
-def legacy(**options: Any) -> dict[str, Any]:
-    return {'command': sys.executable, 'args': [UPSTREAM, 'legacy'], **({'toolweave': options} if options else {})}
+def legacy(*tools: str, **options: Any) -> dict[str, Any]:
+    return {'command': sys.executable, 'args': [UPSTREAM, 'legacy', *tools],
+            **({'toolweave': options} if options else {})}
 
 
 @asynccontextmanager
@@ -278,6 +279,102 @@ async def test_upstream_tool_changes_are_followed_and_announced(tmp_path: Path, 
             called = await old.call_tool('extra_1', {})
     assert type(event).__name__ == 'ToolsListChanged' and heard == ['legacy client']
     assert 'extra_1' in names and not called.is_error
+
+
+async def test_a_tool_the_server_drops_leaves_the_list_and_fails_clearly(tmp_path: Path) -> None:
+    async with gateway_of({'up': legacy()}, tmp_path) as gateway:
+        echo = gateway.tools.get('echo')
+        assert isinstance(echo, GatewayTool)
+        async with Client(gateway.server()) as client:
+            await client.call_tool('shrink', {})
+            await until(lambda: not echo.available)
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            in_plan = await client.call_tool('execute_tool_plan', {'steps': [
+                {'id': 'e', 'tool': 'echo', 'arguments': '{}'}], 'output_steps': None})
+    assert 'echo' not in names and 'grow' in names
+    assert in_plan.is_error and in_plan.structured_content is not None
+    assert in_plan.structured_content['errors'] == {
+        'e': "Tool 'echo' is no longer offered by MCP server 'up'. Pick another tool."}
+
+
+async def test_upstream_names_never_hide_the_gateway_tools(tmp_path: Path) -> None:
+    servers = {'odd': legacy('execute_tool_plan', 'search_tools', 'a.b')}
+    async with gateway_of(servers, tmp_path, mode='search') as gateway:
+        async with Client(gateway.server()) as client:
+            hidden = await client.call_tool('odd_execute_tool_plan', {'x': 1})
+            dotted = await client.call_tool('a_b', {'y': 2})
+    assert {'odd_execute_tool_plan', 'odd_search_tools', 'a_b'} <= set(gateway.tools.names)
+    assert isinstance(hidden.content[0], types.TextContent) and hidden.content[0].text == '{"x": 1}'
+    assert isinstance(dotted.content[0], types.TextContent) and dotted.content[0].text == '{"y": 2}'
+
+
+# timeouts, cancellation, concurrency
+
+
+async def test_a_plan_that_runs_out_of_time_reports_its_unfinished_steps(tmp_path: Path) -> None:
+    async with gateway_of({'alpha': sdk()}, tmp_path, planTimeout=0.5) as gateway:
+        async with Client(gateway.server()) as client:
+            result = await client.call_tool('execute_tool_plan', {'steps': [
+                {'id': 'quick', 'tool': 'echo', 'arguments': '{"text": "done"}'},
+                {'id': 'late', 'tool': 'slow', 'arguments': '{"seconds": 30}'}], 'output_steps': None})
+            after = await client.call_tool('echo', {'text': 'still fine'})
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content['results'] == {'quick': 'done'} and list(result.structured_content['errors']) == [
+        'late']
+    assert not after.is_error
+
+
+async def test_a_cancelled_call_stops_and_the_gateway_stays_usable(main: McpGateway) -> None:
+    async with Client(main.server()) as client:
+        with anyio.move_on_after(0.3) as scope:
+            await client.call_tool('alpha_slow', {'seconds': 30})
+        after = await client.call_tool('alpha_echo', {'text': 'next'})
+    assert scope.cancelled_caught and not after.is_error
+
+
+async def test_plan_steps_on_one_server_run_in_parallel(main: McpGateway) -> None:
+    plan = {'steps': [{'id': f's{i}', 'tool': 'alpha_slow', 'arguments': '{"seconds": 0.5}'} for i in range(4)],
+            'output_steps': None}
+    async with Client(main.server()) as client:
+        started = anyio.current_time()
+        result = await client.call_tool('execute_tool_plan', plan)
+        elapsed = anyio.current_time() - started
+    assert result.structured_content == {'results': {f's{i}': 'slept' for i in range(4)}, 'errors': {}}
+    assert elapsed < 1.5  # four calls of 0.5 s, together
+
+
+def http_upstream(port: str) -> tuple[subprocess.Popen[str], str]:
+    """The SDK fixture over streamable HTTP in a subprocess, and its URL once it listens."""
+    process = subprocess.Popen([sys.executable, UPSTREAM, 'http', port], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+async def test_an_http_server_that_goes_away_is_reached_again(tmp_path: Path) -> None:
+    first, url = await anyio.to_thread.run_sync(http_upstream, '0')
+    try:
+        async with gateway_of({'web': {'url': url, 'headers': {'X-Trace': 't-1'}}}, tmp_path) as gateway:
+            upstream = gateway.upstreams[0]
+            async with Client(gateway.server()) as client:
+                before = await client.call_tool('add', {'a': 1, 'b': 2})
+                first.kill()
+                first.wait()
+                gone = await client.call_tool('add', {'a': 1, 'b': 2})
+                port = url.rsplit(':', 1)[1].split('/')[0]
+                second, _ = await anyio.to_thread.run_sync(http_upstream, port)
+                try:
+                    await until(lambda: upstream.state == 'up' and upstream.restarts > 0)
+                    back = await client.call_tool('add', {'a': 2, 'b': 2})
+                finally:
+                    second.kill()
+                    second.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert before.structured_content == {'sum': 3} and back.structured_content == {'sum': 4}
+    assert gone.is_error and isinstance(gone.content[0], types.TextContent)
+    assert gone.content[0].text == ("Tool 'add' of MCP server 'web' failed: the connection to the server is closed. "
+                                    'The gateway connects to the server again; try again in a moment.')
 
 
 # approvals

@@ -109,6 +109,10 @@ class Upstream:
     def name(self) -> str:
         return self.config.name
 
+    @property
+    def _started_word(self) -> str:
+        return 'started' if self.config.command else 'reached'
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the server connected until cancelled; reports started once the first attempt has succeeded or
         failed."""
@@ -156,11 +160,11 @@ class Upstream:
                         watchers.cancel_scope.cancel()
                     reason = connection.reason or reason
             except Exception as exc:
-                reason = f'it could not be started: {error_message(exc)}'
+                reason = f'it could not be {self._started_word}: {error_message(exc)}'
             finally:
                 self._connection = None
         if lifetime.cancelled_caught and connected_at is None:
-            reason = (f'it could not be started: no answer to the handshake and tools/list within '
+            reason = (f'it could not be {self._started_word}: no answer to the handshake and tools/list within '
                       f'{self.config.start_timeout:g} s')
         if connected_at is not None and time.monotonic() - connected_at >= self.backoff.stable:
             self.failures = 0
@@ -263,7 +267,8 @@ class Upstream:
         except CallFailed as exc:
             if exc.kind == 'closed':
                 connection.end('its connection closed (the server exited or crashed)')
-                return ToolResult.failure(f'{exc} The gateway restarts the server; try again in a moment.')
+                again = 'restarts the server' if self.config.command else 'connects to the server again'
+                return ToolResult.failure(f'{exc} The gateway {again}; try again in a moment.')
             if exc.kind == 'timeout':
                 await self._probe(connection)
             return ToolResult.failure(str(exc))
