@@ -22,6 +22,8 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from gateway_upstream import AUDIO, IMAGE
 from toolweave.mcp import Backoff, GatewayTool, McpGateway
+from toolweave.mcp._search import search
+from toolweave.tools import ToolDefinition
 
 pytestmark = pytest.mark.anyio
 
@@ -220,6 +222,8 @@ async def test_search_mode_lists_three_tools_that_never_change(tmp_path: Path) -
                 {'id': 'x', 'tool': 'extra_1', 'arguments': '{}'}], 'output_steps': None})
             no_match = await client.call_tool('search_tools', {'query': 'zebra'})
             bad = await client.call_tool('search_tools', {'query': ' '})
+            bad_limit = await client.call_tool('search_tools', {'query': 'echo', 'limit': 0})
+            no_names = await client.call_tool('describe_tools', {'names': []})
     assert before == after == ['search_tools', 'describe_tools', 'execute_tool_plan']
     assert isinstance(grown.content[0], types.TextContent) and grown.content[0].text == 'extra_1'
     assert found.structured_content is not None
@@ -233,7 +237,19 @@ async def test_search_mode_lists_three_tools_that_never_change(tmp_path: Path) -
     assert not ran.is_error and ran.structured_content == {'results': {'x': 'called extra_1'}, 'errors': {}}
     assert not no_match.is_error and isinstance(no_match.content[0], types.TextContent)
     assert no_match.content[0].text.startswith("No tool matches 'zebra'")
-    assert bad.is_error
+    assert bad.is_error and bad_limit.is_error and no_names.is_error
+    assert isinstance(bad_limit.content[0], types.TextContent)
+    assert bad_limit.content[0].text == '"limit" must be a whole number from 1 to 50, got 0.'
+
+
+def test_search_ranks_names_above_descriptions_and_rare_words_above_common_ones() -> None:
+    tools = [ToolDefinition('read_file', 'Read a file from disk.'), ToolDefinition('list_dir', 'List the files.'),
+             ToolDefinition('git_log', 'Show the commits of a repository.'),
+             ToolDefinition('file_search', 'Search files by name.')]
+    assert [d.name for d in search('file', tools)] == ['read_file', 'file_search', 'list_dir']
+    assert [d.name for d in search('commit history', tools)] == ['git_log']  # `commit` matches `commits`
+    assert search('', tools) == [] and search('zebra', tools) == []
+    assert [d.name for d in search('files', tools, limit=1)] == ['list_dir']
 
 
 # names

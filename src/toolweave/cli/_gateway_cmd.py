@@ -97,6 +97,8 @@ async def _run(settings: Any, logs: Path, address: tuple[str, int] | None, check
 
 
 async def _stop_on_signals(scope: anyio.CancelScope) -> None:
+    if sys.platform == 'win32':  # no signal receiver there: Ctrl-C arrives as KeyboardInterrupt
+        return
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for received in signals:
             logger.info('Gateway stopping on %s', signal.Signals(received).name)
