@@ -87,9 +87,11 @@ class GatewayTool(Tool):
         source = self._source = self.upstream.tools[self.mcp_name]
         definition = definition_of(name, source, self.upstream.name)
         metadata = definition.metadata
+        # The hints are meaningful together: a read-only tool is never destructive, whatever else it says.
         destructive = metadata.destructive is True and metadata.read_only is not True
-        return definition.with_metadata(requires_approval=self._gated or destructive) if self._gated or \
-            destructive else definition
+        if self._gated or destructive:
+            return definition.with_metadata(requires_approval=True)
+        return definition
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         args = load_arguments(arguments, self.name)
@@ -224,11 +226,10 @@ class McpGateway:
 
     def status(self) -> list[dict[str, Any]]:
         """Each upstream server's state, tools (by the gateway's names) and log, as JSON data."""
-        names = {key: name for key, name in self._by_key.items()}
         report = []
         for upstream in self.upstreams:
             entry = dict(upstream.status())
-            entry['tools'] = sorted(names.get((upstream.name, m), m) for m in upstream.tools)
+            entry['tools'] = sorted(self._by_key.get((upstream.name, m), m) for m in upstream.tools)
             report.append(entry)
         return report
 
