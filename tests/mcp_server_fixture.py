@@ -167,7 +167,9 @@ def served_toolset() -> Toolset:
 
 
 if __name__ == '__main__':
-    if sys.argv[1:] == ['raw']:
+    if sys.argv[1:2] == ['raw']:
+        if sys.argv[2:] == ['--say-hello']:  # one line on stderr, for the test that sends it to a file
+            print('fixture server starting', file=sys.stderr, flush=True)
         anyio.run(_serve_raw)
     elif sys.argv[1:] == ['tiny']:
         _serve_tiny()

@@ -27,7 +27,7 @@ from toolweave import (
     UnknownToolError,
     UserError,
 )
-from toolweave.mcp import McpTool, McpToolFactory, McpToolset
+from toolweave.mcp import McpCallResult, McpTool, McpToolFactory, McpToolset
 from toolweave.tools import LOOP_ID_KEY
 
 pytestmark = pytest.mark.anyio
@@ -66,6 +66,8 @@ async def test_lists_the_server_tools_as_a_toolset(fixture_tools: McpToolset) ->
                                           'required': ['text']}
     assert echo.definition.metadata.extra['mcp_server'] == fixture_tools.label == 'python mcp_server_fixture.py'
     assert echo.definition.metadata.extra['annotations'] == {'read_only_hint': True}
+    assert (echo.definition.metadata.read_only, echo.definition.metadata.destructive) == (True, None)
+    assert echo.mcp_definition.name == 'echo' and echo.definition.metadata.extra['mcp_tool'] is echo.mcp_definition
     assert fixture_tools.get('add').definition.metadata.extra['output_schema']['properties'] == {
         'sum': {'type': 'number'}}
 
@@ -113,6 +115,15 @@ async def test_text_result(fixture_tools: McpToolset) -> None:
 async def test_structured_content_becomes_the_value(fixture_tools: McpToolset) -> None:
     result = await fixture_tools.get('add').call('{"a": 2, "b": 3.5}')
     assert result.ok and result.value == {'sum': 5.5} and json.loads(result.output) == {'sum': 5.5}
+    assert isinstance(result, McpCallResult) and result.mcp.structured_content == {'sum': 5.5}  # as received
+
+
+async def test_a_stdio_servers_stderr_can_go_to_a_file(tmp_path: Path) -> None:
+    log = tmp_path / 'server.log'
+    with log.open('a') as errlog:
+        async with McpToolset.stdio(sys.executable, [FIXTURE, 'raw', '--say-hello'], errlog=errlog) as tools:
+            assert 'echo' in tools.names
+    assert log.read_text() == 'fixture server starting\n'
 
 
 async def test_is_error_becomes_a_failure(fixture_tools: McpToolset) -> None:
@@ -129,7 +140,7 @@ async def test_server_exception_becomes_a_failure_that_names_tool_and_server(fix
 
 async def test_non_text_content_is_described_not_pasted(fixture_tools: McpToolset) -> None:
     result = await fixture_tools.get('image').call({})
-    assert result.output == '[image image/png, 9 bytes]\na tiny picture'
+    assert result.output == '[image image/png, 8 bytes]\na tiny picture'
 
 
 async def test_huge_output_arrives_whole(fixture_tools: McpToolset) -> None:

@@ -132,6 +132,12 @@ def delete_file(path: str) -> str:
 
 
 @tool
+def misconfigured() -> str:
+    """Raise a configuration error."""
+    raise ToolConfigurationError('the tool is wired wrong')
+
+
+@tool
 def stop_now() -> str:
     """End the run."""
     raise ExitEarly('the task is done')
@@ -148,11 +154,15 @@ async def test_approval_gates_run_on_the_server_side() -> None:
 
 
 async def test_signals_and_configuration_errors_become_error_results_and_the_server_stays_up() -> None:
-    async with McpToolset(Toolset([delete_file, stop_now, served_toolset().get('add')])) as tools:
-        unreviewed = await tools.get('delete_file').call({'path': '/tmp/x'})  # no review handler configured
+    async with McpToolset(Toolset([delete_file, stop_now, misconfigured, served_toolset().get('add')])) as tools:
+        unreviewed = await tools.get('delete_file').call({'path': '/tmp/x'})  # this client cannot be asked
+        broken = await tools.get('misconfigured').call({})
         stopped = await tools.get('stop_now').call({})
         after = await tools.get('add').call({'a': 2, 'b': 2})
-    assert unreviewed.error is not None and unreviewed.error.startswith(f'{ToolConfigurationError.__name__}: ')
+    assert unreviewed.error == ('Rejected by reviewer: {"path":"/tmp/x"} (it needs approval, and this MCP client '
+                                "cannot be asked: it does not support elicitation, and the server's approval "
+                                "fallback is 'deny')")
+    assert broken.error == 'ToolConfigurationError: the tool is wired wrong'
     assert stopped.error == 'ExitEarly: the task is done'
     assert after.output == '4'
 
@@ -185,3 +195,61 @@ async def test_served_over_streamable_http() -> None:
 def test_streamable_http_app_is_an_asgi_app() -> None:
     app = streamable_http_app(served_toolset(), path='/tools')
     assert callable(app) and [route.path for route in app.routes] == ['/tools']
+
+
+# plans and approvals asked of the client
+
+
+async def test_tool_planning_serves_execute_tool_plan_next_to_the_tools() -> None:
+    from mcp import Client
+
+    async with Client(mcp_server(served_toolset(), tool_planning=True, instructions='Numbers.')) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        result = await client.call_tool('execute_tool_plan', {'steps': [
+            {'id': 'x', 'tool': 'add', 'arguments': '{"a": 1, "b": 2}'},
+            {'id': 'y', 'tool': 'divide', 'arguments': '{"a": "$ref:x", "b": 0}'},
+            {'id': 'z', 'tool': 'profile', 'arguments': '{"name": "Ada"}'}], 'output_steps': ['y', 'z']})
+        instructions = client.instructions
+    assert names == ['execute_tool_plan', 'add', 'divide', 'profile', 'whoami', 'nap']
+    assert instructions is not None and instructions.startswith('Numbers.\n\n# Tool Planning')
+    assert not result.is_error and result.structured_content == {
+        'results': {'z': {'name': 'Ada', 'length': 3}},
+        'errors': {'y': 'Tool execution failed: float division by zero'}}
+
+
+def test_tool_planning_refuses_a_toolset_that_already_has_the_name() -> None:
+    from toolweave.testing import FakeTool
+
+    with pytest.raises(toolweave.UserError, match=r"serves 'execute_tool_plan', and the toolset already has a tool "
+                                                  r'of that name'):
+        mcp_server([FakeTool('execute_tool_plan')], tool_planning=True)
+
+
+@pytest.mark.parametrize('mode', ['auto', 'legacy'])
+@pytest.mark.parametrize(('approve', 'output'), [(True, 'deleted /tmp/x'), (False, None)])
+async def test_a_gated_tool_asks_the_client(mode: str, approve: bool, output: str | None) -> None:
+    import mcp_types as types
+    from mcp import Client
+
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        return types.ElicitResult(action='accept', content={'approve': approve})
+
+    async with Client(mcp_server([delete_file]), mode=mode, elicitation_callback=elicit) as client:
+        result = await client.call_tool('delete_file', {'path': '/tmp/x'})
+    assert asked == ['Allow this tool call?\n\ndelete_file: {"path":"/tmp/x"}']
+    text = result.content[0].text if isinstance(result.content[0], types.TextContent) else None
+    if output is None:
+        assert result.is_error and text == 'Rejected by reviewer: {"path":"/tmp/x"} (declined in the MCP client)'
+    else:
+        assert not result.is_error and text == output
+
+
+async def test_approval_fallback_allow_runs_gated_tools_for_clients_that_cannot_be_asked() -> None:
+    async with McpToolset(mcp_server([delete_file], approval_fallback='allow')) as tools:
+        result = await tools.get('delete_file').call({'path': '/tmp/x'})
+    assert result.output == 'deleted /tmp/x'
+    with pytest.raises(toolweave.UserError, match="approval_fallback must be 'deny' or 'allow', got 'ask'"):
+        mcp_server([delete_file], approval_fallback='ask')  # type: ignore[arg-type]

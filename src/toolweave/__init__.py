@@ -114,7 +114,7 @@ from toolweave.models import (
 )
 
 # --- mcp (helper E1) ---
-from toolweave.mcp import McpMetaConverter, McpToolFactory, McpToolset
+from toolweave.mcp import McpGateway, McpMetaConverter, McpToolFactory, McpToolset
 
 # --- builtins (helper E3) ---
 from toolweave.builtins import (
@@ -200,6 +200,7 @@ __all__ = (
     'infer_model',
     'ListSink',
     'LoopMemo',
+    'McpGateway',
     'McpMetaConverter',
     'McpToolFactory',
     'McpToolset',

@@ -15,5 +15,6 @@ app = typer.Typer(
 # Each command lives in its own module and registers itself on `app` when imported.
 import toolweave.cli._chat_cmd  # noqa: E402
 import toolweave.cli._demo_cmd  # noqa: E402
+import toolweave.cli._gateway_cmd  # noqa: E402
 import toolweave.cli._plan_cmds  # noqa: E402
 import toolweave.cli._tools_cmd  # noqa: E402, F401

@@ -1,8 +1,11 @@
-"""MCP integration: use an MCP server's tools as a `Toolset`, and serve a `Toolset` as an MCP server.
+"""MCP integration: use an MCP server's tools as a `Toolset`, serve a `Toolset` as an MCP server, and put one
+gateway in front of many MCP servers.
 
 Client: `McpToolset.stdio(...)`, `McpToolset.http(...)` or `McpToolset(server)` inside `async with`; the
 context of each call travels as `_meta`, chosen by an `McpMetaConverter`. `McpToolFactory` looks tools up and
 selects them across servers. Server: `mcp_server(toolset)`, `serve_stdio`, `streamable_http_app`, `serve_http`.
+Gateway: `McpGateway(config)` (the `toolweave gateway` command) with a `GatewayConfig` read from an `mcpServers`
+file.
 
 Needs the optional `mcp` SDK (2.x): `pip install "toolweave[mcp]"`. This module imports without it; the
 SDK is loaded when a toolset or server is built.
@@ -11,19 +14,31 @@ SDK is loaded when a toolset or server is built.
 from __future__ import annotations
 
 from toolweave.mcp._client import McpTool, McpToolset
-from toolweave.mcp._content import InvalidNamePolicy
+from toolweave.mcp._config import GatewayConfig, GatewayMode, PrefixPolicy, ServerConfig
+from toolweave.mcp._content import InvalidNamePolicy, McpCallResult
 from toolweave.mcp._factory import McpToolFactory
+from toolweave.mcp._gateway import GatewayTool, McpGateway, default_log_dir
 from toolweave.mcp._meta import McpMetaConverter, MetaConverterLike, context_from_meta, is_reserved_meta_key
 from toolweave.mcp._server import mcp_server, serve_http, serve_stdio, serve_stdio_sync, streamable_http_app
+from toolweave.mcp._upstream import Backoff
 
 __all__ = (
+    'Backoff',
+    'GatewayConfig',
+    'GatewayMode',
+    'GatewayTool',
     'InvalidNamePolicy',
+    'McpCallResult',
+    'McpGateway',
     'McpMetaConverter',
     'McpTool',
     'McpToolFactory',
     'McpToolset',
     'MetaConverterLike',
+    'PrefixPolicy',
+    'ServerConfig',
     'context_from_meta',
+    'default_log_dir',
     'is_reserved_meta_key',
     'mcp_server',
     'serve_http',
@@ -32,6 +47,6 @@ __all__ = (
     'streamable_http_app',
 )
 
-for _cls in (McpMetaConverter, McpToolFactory, McpToolset):
+for _cls in (McpMetaConverter, McpToolFactory, McpToolset, McpGateway):
     _cls.__module__ = 'toolweave'  # reprs and docs show the public path
 del _cls

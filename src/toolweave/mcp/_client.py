@@ -8,16 +8,24 @@ from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
-
-import anyio
+from typing import Any, Literal, TextIO
 
 from toolweave.exceptions import RunError, ToolConfigurationError, UnknownToolError, UserError
-from toolweave.mcp._content import InvalidNamePolicy, adapt_names, to_tool_result
+from toolweave.mcp._content import InvalidNamePolicy, adapt_names, definition_of
 from toolweave.mcp._meta import McpMetaConverter, MetaConverterLike, meta_for_call
+from toolweave.mcp._results import remember_content
 from toolweave.mcp._sdk import require_mcp
+from toolweave.mcp._session import (
+    CallFailed,
+    HttpTarget,
+    StdioTarget,
+    call_tool,
+    error_message,
+    list_all_tools,
+    open_client,
+)
 from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
+from toolweave.tools._definition import ToolDefinition
 from toolweave.tools._result import ToolResult
 from toolweave.tools._tool import Tool, ToolArguments, load_arguments
 from toolweave.tools._toolset import Toolset
@@ -42,12 +50,12 @@ class McpTool(Tool):
     context converted to `_meta` by the toolset's converter; the result text becomes the output, structured
     content the `value`, and `isError` a failure."""
 
-    __slots__ = ('_definition', '_mcp_name', '_owner')
+    __slots__ = ('_definition', '_mcp_definition', '_owner')
 
-    def __init__(self, owner: McpToolset, definition: ToolDefinition, mcp_name: str) -> None:
+    def __init__(self, owner: McpToolset, definition: ToolDefinition, mcp_definition: Any) -> None:
         self._owner = owner
         self._definition = definition
-        self._mcp_name = mcp_name
+        self._mcp_definition = mcp_definition
 
     @property
     def definition(self) -> ToolDefinition:
@@ -56,7 +64,12 @@ class McpTool(Tool):
     @property
     def mcp_name(self) -> str:
         """The name the server uses (differs from `name` when the server's name broke the name rule)."""
-        return self._mcp_name
+        return str(self._mcp_definition.name)
+
+    @property
+    def mcp_definition(self) -> Any:
+        """The tool as the server listed it (the SDK's `Tool`: title, schemas, annotations, icons, `_meta`)."""
+        return self._mcp_definition
 
     @property
     def server(self) -> str:
@@ -67,25 +80,13 @@ class McpTool(Tool):
         args = load_arguments(arguments, self.name)
         meta = meta_for_call(self._owner.meta_converter, context, self.name)
         client = self._owner._client_for(self.name)
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
+        where = f'MCP tool {self.name!r} on server {self._owner.label}'
         try:
-            result = await client.call_tool(
-                self._mcp_name, args, read_timeout_seconds=self._owner.timeout, meta=meta
-            )
-        except MCPError as exc:
-            where = f'MCP tool {self.name!r} on server {self._owner.label}'
-            if exc.code == REQUEST_TIMEOUT:
-                return ToolResult.failure(f'{where} timed out after {self._owner.timeout} s.')
-            if exc.code == CONNECTION_CLOSED:
-                return ToolResult.failure(f'{where} failed: the connection to the server is closed.')
-            return ToolResult.failure(f'{where} failed: {exc.message} (MCP error {exc.code}).')
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-            return ToolResult.failure(
-                f'MCP tool {self.name!r} on server {self._owner.label} failed: the connection to the server is closed.'
-            )
-        return to_tool_result(result)
+            result = await call_tool(client, self.mcp_name, args, meta=meta, timeout=self._owner.timeout, where=where)
+        except CallFailed as exc:
+            return ToolResult.failure(str(exc))
+        remember_content(self.name, args, result)
+        return result
 
 
 class McpToolset(Toolset):
@@ -156,19 +157,18 @@ class McpToolset(Toolset):
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        errlog: TextIO | None = None,
         **options: Any,
     ) -> McpToolset:
         """An MCP server started as a subprocess that talks over its stdin and stdout. `env` is added to a
-        small safe default environment (PATH, HOME, ...); the process is stopped when the block ends."""
+        small safe default environment (PATH, HOME, ...); the process is stopped when the block ends. Its stderr
+        goes to `errlog` (an open file), or to this process's stderr."""
         if isinstance(args, str):
             raise UserError(f'args of McpToolset.stdio must be a list of strings, got the string {args!r}. '
                             f'Write `args=[{args!r}]`.')
-        parameters = require_mcp().StdioServerParameters(
-            command=os.fspath(command), args=[str(a) for a in args], env=dict(env) if env else None,
-            cwd=os.fspath(cwd) if cwd is not None else None,
-        )
-        options.setdefault('label', ' '.join([Path(os.fspath(command)).name, *(Path(a).name for a in args[:1])]))
-        return cls(parameters, **options)
+        target = StdioTarget(os.fspath(command), [str(a) for a in args], env=env, cwd=cwd, errlog=errlog)
+        options.setdefault('label', target.label)
+        return cls(target, **options)
 
     @classmethod
     def http(cls, url: str, *, headers: Mapping[str, str] | None = None, **options: Any) -> McpToolset:
@@ -176,7 +176,7 @@ class McpToolset(Toolset):
         if not isinstance(url, str) or not url.startswith(('http://', 'https://')):
             raise UserError(f'URL of McpToolset.http must start with http:// or https://, got {url!r}.')
         if headers:
-            return cls(_HttpTarget(url, dict(headers)), **{'label': url, **options})
+            return cls(HttpTarget(url, headers), **{'label': url, **options})
         return cls(url, **options)
 
     @property
@@ -198,22 +198,17 @@ class McpToolset(Toolset):
             used = 'entered' if self._state == 'open' else 'closed'
             raise UserError(f'McpToolset for {self._label} was already {used}. Create a new McpToolset for each '
                             '`async with` block.')
-        mcp = require_mcp()
         self._state = 'open'
         # The SDK's task groups live in this stack. It is always closed without the caller's exception, so an
         # error raised in the block (or here) comes out as itself, not wrapped in the SDK's exception groups.
         stack = AsyncExitStack()
         try:
-            target = self._server
-            if isinstance(target, _HttpTarget):
-                target = await target.transport(stack)
-            client = mcp.Client(target, mode=self._mode, client_info=_client_info())
-            await stack.enter_async_context(client)
-            listed = await _list_all_tools(client)
+            client = await open_client(self._server, stack, mode=self._mode)
+            listed = await list_all_tools(client)
         except Exception as exc:
             await self._close(stack)
-            raise RunError(f'Could not connect to MCP server {self._label}: {_message(exc)}. Check the command '
-                           'or URL, and that the server starts on its own.') from exc
+            raise RunError(f'Could not connect to MCP server {self._label}: {error_message(exc)}. Check the '
+                           'command or URL, and that the server starts on its own.') from exc
         except BaseException:
             await self._close(stack)
             raise
@@ -246,14 +241,7 @@ class McpToolset(Toolset):
             if name != tool.name:
                 logger.warning('MCP tool %r from %s renamed to %r to follow the tool name rule', tool.name,
                                self._label, name)
-            extra: dict[str, Any] = {'mcp_name': tool.name, 'mcp_server': self._label}
-            if tool.output_schema is not None:
-                extra['output_schema'] = tool.output_schema
-            if tool.annotations is not None:  # read-only / destructive hints, for a review policy to read
-                extra['annotations'] = tool.annotations.model_dump(exclude_none=True)
-            definition = ToolDefinition(name, tool.description or '', dict(tool.input_schema),
-                                        ToolMetadata(extra=extra))
-            self.add(McpTool(self, definition, tool.name))
+            self.add(McpTool(self, definition_of(name, tool, self._label), tool))
 
     def _client_for(self, tool_name: str) -> Any:
         if self._state != 'open' or self._client is None:
@@ -284,23 +272,6 @@ class McpToolset(Toolset):
         return f'McpToolset({self._label!r}, state={self._state!r}, tools={self.names!r})'
 
 
-class _HttpTarget:
-    """A URL plus headers: the transport needs its own HTTP client, which lives as long as the session."""
-
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
-        self.url = url
-        self.headers = headers
-
-    async def transport(self, stack: AsyncExitStack) -> Any:
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
-        )
-        return streamable_http_client(self.url, http_client=http)
-
-
 def _client_target(server: Any) -> Any:
     if isinstance(server, Toolset):
         from toolweave.mcp._server import mcp_server
@@ -315,6 +286,8 @@ def _client_target(server: Any) -> Any:
 
 
 def _describe(server: Any) -> str:
+    if isinstance(server, (StdioTarget, HttpTarget)):
+        return server.label
     if isinstance(server, str):
         return server
     if isinstance(server, Toolset):
@@ -324,29 +297,3 @@ def _describe(server: Any) -> str:
         return Path(command).name
     name = getattr(server, 'name', None)
     return str(name) if isinstance(name, str) else type(server).__name__
-
-
-def _client_info() -> Any:
-    from mcp_types import Implementation
-
-    from toolweave import __version__
-
-    return Implementation(name='toolweave', version=__version__)
-
-
-async def _list_all_tools(client: Any) -> list[Any]:
-    tools: list[Any] = []
-    cursor: str | None = None
-    for _ in range(1000):  # a server whose pagination never ends cannot hang the connect
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tools
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _message(exc.exceptions[0])
-    return str(exc) or type(exc).__name__

@@ -1,4 +1,5 @@
-"""Conversions between MCP tool results and `ToolResult`, and between MCP tool names and toolweave's name rule."""
+"""Conversions between MCP and toolweave: tool results (`McpCallResult`), behaviour hints (annotations), and MCP
+tool names under toolweave's name rule."""
 
 from __future__ import annotations
 
@@ -6,15 +7,22 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
 from toolweave.exceptions import ToolNameError
-from toolweave.tools._definition import NAME_PATTERN
-from toolweave.tools._result import ToolResult
+from toolweave.tools._definition import NAME_PATTERN, ToolDefinition, ToolMetadata
+from toolweave.tools._result import NO_MESSAGE, ToolResult
 
-__all__ = ('InvalidNamePolicy', 'adapt_names', 'render_content', 'structured_value', 'to_tool_result')
+__all__ = ('HINT_FIELDS', 'InvalidNamePolicy', 'McpCallResult', 'adapt_names', 'annotations_of', 'definition_of',
+           'hints_of',
+           'render_content', 'structured_value', 'to_tool_result')
+
+HINT_FIELDS = (('read_only', 'read_only_hint'), ('destructive', 'destructive_hint'),
+               ('idempotent', 'idempotent_hint'), ('open_world', 'open_world_hint'))
+"""`ToolMetadata` hint fields and the MCP `ToolAnnotations` fields they stand for."""
 
 InvalidNamePolicy: TypeAlias = Literal['adapt', 'reject']
 """What an `McpToolset` does with a server tool whose name breaks the name rule `^[A-Za-z0-9_-]{1,64}$`."""
@@ -33,7 +41,7 @@ def _render_block(block: Any) -> str:
     if kind == 'text':
         return str(block.text)
     if kind in ('image', 'audio'):
-        return f'[{kind} {block.mime_type}, {len(block.data) * 3 // 4} bytes]'
+        return f'[{kind} {block.mime_type}, {_decoded_size(block.data)} bytes]'
     if kind == 'resource_link':
         return f'[resource link {block.name!r}: {block.uri}]'
     if kind == 'resource':
@@ -42,22 +50,66 @@ def _render_block(block: Any) -> str:
         if isinstance(text, str):
             return text
         mime = getattr(resource, 'mime_type', None) or 'application/octet-stream'
-        return f'[resource {resource.uri} ({mime}), {len(getattr(resource, "blob", "")) * 3 // 4} bytes]'
+        return f'[resource {resource.uri} ({mime}), {_decoded_size(getattr(resource, "blob", ""))} bytes]'
     return f'[{kind or type(block).__name__} content]'
 
 
-def to_tool_result(result: Any) -> ToolResult:
+@dataclass(frozen=True, slots=True)
+class McpCallResult(ToolResult):
+    """The `ToolResult` of an MCP tool call, which also keeps the `CallToolResult` the server sent: a server in
+    front of the tool (a gateway) passes that on unchanged, images, audio, resources and all."""
+
+    mcp: Any = field(default=None, compare=False, repr=False)
+    """The SDK's `CallToolResult`, as received."""
+
+
+def _decoded_size(data: str) -> int:
+    """How many bytes a base64 text decodes to (without decoding it)."""
+    return len(data) * 3 // 4 - len(data[-2:]) + len(data[-2:].rstrip('='))
+
+
+def to_tool_result(result: Any) -> McpCallResult:
     """A `ToolResult` for an MCP `CallToolResult`: `isError` -> failure with the text; structured content ->
     `value` (the text stays the output, or the compact JSON of the value when the server sent no text)."""
     text = render_content(result.content)
     if result.is_error:
-        return ToolResult.failure(text)
+        return McpCallResult('', text if text.strip() else NO_MESSAGE, mcp=result)
     structured = result.structured_content
     if structured is None:
-        return ToolResult.success(text)
+        return McpCallResult(text, mcp=result)
     if not text:
         text = json.dumps(structured, separators=(',', ':'), ensure_ascii=False)
-    return ToolResult.success(text, structured)
+    return McpCallResult(text, None, structured, True, mcp=result)
+
+
+def hints_of(annotations: Any) -> dict[str, bool]:
+    """The `ToolMetadata` hint fields an MCP `ToolAnnotations` sets (only the hints it states)."""
+    if annotations is None:
+        return {}
+    hints: dict[str, bool] = {}
+    for ours, theirs in HINT_FIELDS:
+        value = getattr(annotations, theirs, None)
+        if isinstance(value, bool):
+            hints[ours] = value
+    return hints
+
+
+def definition_of(name: str, tool: Any, server: str, **metadata: Any) -> ToolDefinition:
+    """The `ToolDefinition` of an MCP server's tool (the SDK's `Tool`) under `name`: its description and input
+    schema, its hints as metadata fields, and in `metadata.extra` the tool as listed (`mcp_tool`, which a server
+    in front of it lists unchanged), its server name, output schema and annotations. `metadata` adds fields."""
+    extra: dict[str, Any] = {'mcp_name': tool.name, 'mcp_server': server, 'mcp_tool': tool}
+    if tool.output_schema is not None:
+        extra['output_schema'] = tool.output_schema
+    if tool.annotations is not None:
+        extra['annotations'] = tool.annotations.model_dump(exclude_none=True)
+    fields: dict[str, Any] = {**hints_of(tool.annotations), **metadata}
+    return ToolDefinition(name, tool.description or '', dict(tool.input_schema), ToolMetadata(**fields, extra=extra))
+
+
+def annotations_of(metadata: ToolMetadata) -> dict[str, bool]:
+    """The MCP `ToolAnnotations` fields (SDK names) for the hints `metadata` states; `{}` when it states none."""
+    return {theirs: value for ours, theirs in HINT_FIELDS if (value := getattr(metadata, ours)) is not None}
 
 
 def structured_value(result: ToolResult, *, any_json: bool) -> Any | None:

@@ -14,15 +14,17 @@ from typing import Any
 
 import anyio
 
-from toolweave.exceptions import ToolweaveError
-from toolweave.mcp._content import structured_value
-from toolweave.mcp._meta import context_from_meta
+from toolweave.approval import ReviewHandler
+from toolweave.exceptions import UserError
+from toolweave.mcp._approvals import ApprovalFallback
 from toolweave.mcp._sdk import require_mcp
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
+from toolweave.mcp._serving import ToolServer
+from toolweave.mcp._stdio import stdio_streams
+from toolweave.plan import PlanTool
+from toolweave.tools._tool import Tool
 from toolweave.tools._toolset import Toolset, ToolsetItem
 
-__all__ = ('mcp_server', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
+__all__ = ('mcp_server', 'run_app', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
 
 logger = logging.getLogger('toolweave.mcp')
 
@@ -33,58 +35,41 @@ def mcp_server(
     name: str = 'toolweave',
     version: str | None = None,
     instructions: str | None = None,
+    tool_planning: bool = False,
+    review_handler: ReviewHandler | None = None,
+    approval_fallback: ApprovalFallback = 'deny',
 ) -> Any:
     """An MCP SDK low-level `Server` that lists `tools` and calls them. Run it with any SDK transport, connect
     to it in-process (`McpToolset(server)`), or use `serve_stdio` / `streamable_http_app`.
+
+    A tool that requires approval asks the person at the client (MCP elicitation) when the client supports it;
+    otherwise `approval_fallback` decides. A plan's result is an error result only when none of its output steps
+    succeeded; otherwise it carries each step's result and error in its text and structured content.
 
     Args:
         tools: a `Toolset`, or anything `Toolset(...)` accepts.
         name: the server name the client sees.
         version: the server version (default: toolweave's).
         instructions: text a client may show its model about how to use the server.
+        tool_planning: also serve `execute_tool_plan` over the tools, and teach it in the instructions.
+        review_handler: decide approvals on the server instead of asking the client.
+        approval_fallback: `'deny'` (default) or `'allow'` calls that need approval when the client cannot be
+            asked (it does not support elicitation).
     """
     require_mcp()
-    import mcp_types as types
-    from mcp import MCPError
-    from mcp.server.lowlevel import Server
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
     from toolweave import __version__
 
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
-
-    async def list_tools(ctx: Any, params: Any) -> Any:
-        return types.ListToolsResult(tools=[_mcp_tool(types, d) for d in toolset.definitions()])
-
-    async def call_tool(ctx: Any, params: Any) -> Any:
-        tool = toolset.find(params.name)
-        if tool is None:
-            available = ', '.join(toolset.names) or '(none)'
-            raise MCPError(types.INVALID_PARAMS, f'Unknown tool {params.name!r}. Available tools: {available}.')
-        context = context_from_meta(params.meta)
-        try:
-            result = await tool.call(params.arguments, context)
-        except ToolweaveError as exc:  # configuration errors and control-flow signals: tell the client, stay up
-            logger.warning('MCP call of %r stopped by %s: %s', params.name, type(exc).__name__, exc)
-            result = ToolResult.failure(f'{type(exc).__name__}: {exc}')
-        return _call_result(types, result, any_json=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS)
-
-    return Server(name, version=version or __version__, instructions=instructions,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-def _mcp_tool(types: Any, definition: ToolDefinition) -> Any:
-    return types.Tool(name=definition.name, description=definition.description or None,
-                      input_schema=dict(definition.parameters))
-
-
-def _call_result(types: Any, result: ToolResult, *, any_json: bool) -> Any:
-    text = result.output if result.ok else (result.error or '')
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)] if text else [],
-        structured_content=structured_value(result, any_json=any_json),
-        is_error=not result.ok,
-    )
+    front: list[Tool] = []
+    if tool_planning:
+        planner = PlanTool(toolset)
+        if planner.name in toolset:
+            raise UserError(f'mcp_server(tool_planning=True) serves {planner.name!r}, and the toolset already has a '
+                            f'tool of that name ({toolset.origin(planner.name)}). Rename that tool.')
+        front.append(planner)
+        instructions = '\n\n'.join(text for text in (instructions, planner.instructions()) if text)
+    served = ToolServer(toolset, front=front, review_handler=review_handler, approval_fallback=approval_fallback)
+    return served.server(name=name, version=version or __version__, instructions=instructions)
 
 
 async def serve_stdio(tools: Toolset | Iterable[ToolsetItem], **server_options: Any) -> None:
@@ -96,9 +81,7 @@ async def serve_stdio(tools: Toolset | Iterable[ToolsetItem], **server_options: 
     ```
     """
     server = mcp_server(tools, **server_options)
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_streams() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
@@ -137,9 +120,14 @@ async def serve_http(
     `on_started` receives the endpoint URL once the socket listens (with `port=0` the system picks a free
     port, and the URL says which).
     """
+    app = streamable_http_app(tools, path=path, host=host, **server_options)
+    await run_app(app, host=host, port=port, path=path, on_started=on_started)
+
+
+async def run_app(app: Any, *, host: str, port: int, path: str, on_started: Callable[[str], object] | None) -> None:
+    """Run an ASGI app with uvicorn until cancelled; `on_started` receives the endpoint URL once it listens."""
     import uvicorn
 
-    app = streamable_http_app(tools, path=path, host=host, **server_options)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level='warning', lifespan='on'))
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)

@@ -45,6 +45,14 @@ class ToolMetadata:
     strict: bool = False
     """The schema follows the providers' strict rules (every property required, no additional properties), so
     adapters ask the provider to enforce it (OpenAI `strict: true`): the model's arguments always match."""
+    read_only: bool | None = None
+    """The tool does not change anything outside itself (MCP `readOnlyHint`); `None`: not said."""
+    destructive: bool | None = None
+    """The tool may delete or overwrite something (MCP `destructiveHint`); `None`: not said."""
+    idempotent: bool | None = None
+    """Calling it again with the same arguments has no further effect (MCP `idempotentHint`); `None`: not said."""
+    open_world: bool | None = None
+    """The tool reaches outside a closed set of things, such as the web (MCP `openWorldHint`); `None`: not said."""
     extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """Anything else an integration wants to carry."""
 

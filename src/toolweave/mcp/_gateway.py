@@ -1,0 +1,302 @@
+"""`McpGateway`: one MCP server in front of many, serving `execute_tool_plan` over all their tools.
+
+The gateway starts every upstream server (see `_upstream`), offers each upstream tool under a stable name (its
+own, or `<prefix>_<name>` when two servers offer the same name or the config says always), and serves them
+with `ToolServer`: in `tools` mode the upstream tools as they are plus `execute_tool_plan`; in `search` mode
+only `search_tools`, `describe_tools` and `execute_tool_plan`, a list that never changes. A tool is gated (asks
+for approval, inside plans too) when its server marks it destructive or the config lists it, and a call sends
+an upstream server only the context keys its config forwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AsyncExitStack
+from fnmatch import fnmatchcase
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from toolweave.approval import ReviewHandler
+from toolweave.exceptions import UserError
+from toolweave.mcp._approvals import ApprovalFallback
+from toolweave.mcp._config import GatewayConfig, ServerConfig
+from toolweave.mcp._content import adapt_names, definition_of
+from toolweave.mcp._results import remember_content
+from toolweave.mcp._sdk import require_mcp
+from toolweave.mcp._search import DescribeTool, SearchTool
+from toolweave.mcp._serving import ToolServer
+from toolweave.mcp._stdio import stdio_streams
+from toolweave.mcp._upstream import DEFAULT_BACKOFF, Backoff, Upstream
+from toolweave.plan import PlanTool
+from toolweave.tools._context import ToolCallContext
+from toolweave.tools._definition import ToolDefinition
+from toolweave.tools._result import ToolResult
+from toolweave.tools._tool import Tool, ToolArguments, load_arguments
+from toolweave.tools._toolset import Toolset
+
+__all__ = ('GatewayTool', 'McpGateway', 'default_log_dir')
+
+logger = logging.getLogger('toolweave.mcp.gateway')
+
+_SEARCH_HELP = ('# Finding tools\nThis server lists only `search_tools`, `describe_tools` and `execute_tool_plan`; '
+                'many more tools can be called. Find them with `search_tools` (words from their names or '
+                'descriptions), read their schemas with `describe_tools`, then run them with `execute_tool_plan` '
+                '(a plan of one step is fine).')
+
+
+def default_log_dir() -> Path:
+    """Where upstream servers' stderr goes by default: `$XDG_STATE_HOME/toolweave/gateway` (or
+    `~/.local/state/toolweave/gateway`)."""
+    state = os.environ.get('XDG_STATE_HOME') or str(Path.home() / '.local' / 'state')
+    return Path(state) / 'toolweave' / 'gateway'
+
+
+class GatewayTool(Tool):
+    """An upstream server's tool as the gateway offers it: the server's own definition (it follows
+    `tools/list_changed`) under the gateway's name, called through the server's supervised connection."""
+
+    __slots__ = ('_definition', '_gated', '_source', 'mcp_name', 'upstream')
+
+    def __init__(self, name: str, upstream: Upstream, mcp_name: str) -> None:
+        self.upstream = upstream
+        self.mcp_name = mcp_name
+        self._gated = _gated_by_config(upstream.config, mcp_name)
+        self._source: Any = None
+        self._definition = self._define(name)
+
+    @property
+    def available(self) -> bool:
+        """Whether the server still lists the tool (its last listing, if the server is down)."""
+        return self.mcp_name in self.upstream.tools
+
+    @property
+    def definition(self) -> ToolDefinition:
+        source = self.upstream.tools.get(self.mcp_name)
+        if source is not None and source is not self._source:
+            self._definition = self._define(self._definition.name)
+        return self._definition
+
+    def _define(self, name: str) -> ToolDefinition:
+        source = self._source = self.upstream.tools[self.mcp_name]
+        definition = definition_of(name, source, self.upstream.name)
+        metadata = definition.metadata
+        # The hints are meaningful together: a read-only tool is never destructive, whatever else it says.
+        destructive = metadata.destructive is True and metadata.read_only is not True
+        if self._gated or destructive:
+            return definition.with_metadata(requires_approval=True)
+        return definition
+
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        args = load_arguments(arguments, self.name)
+        if not self.available:
+            return ToolResult.failure(f'Tool {self.name!r} is no longer offered by MCP server {self.upstream.name!r}. '
+                                      'Pick another tool.')
+        result = await self.upstream.call(self.name, self.mcp_name, args, context)
+        remember_content(self.name, args, result)
+        return result
+
+
+class McpGateway:
+    """One MCP server in front of the servers of a config, for the life of an `async with` block.
+
+    Entering starts every upstream server and waits until each has started or failed (a server that fails is
+    retried in the background; its tools appear when it comes up). Leaving stops them all.
+
+    ```python
+    config = {'mcpServers': {'time': {'command': 'mcp-server-time'}}, 'toolweave': {'mode': 'search'}}
+    async with McpGateway(config) as gateway:
+        await gateway.serve_stdio()  # until the client closes stdin
+    ```
+
+    Args:
+        config: a `GatewayConfig`, its JSON data (a mapping), or the path of a config file.
+        log_dir: where each stdio server's stderr goes, as `<prefix>.log` (default `default_log_dir()`).
+        review_handler: decide approvals in the gateway rather than asking the client.
+        backoff: the delays between restarts of a server that failed.
+        name: the server name clients see.
+    """
+
+    def __init__(self, config: GatewayConfig | Mapping[str, Any] | str | os.PathLike[str], *,
+                 log_dir: str | os.PathLike[str] | None = None, review_handler: ReviewHandler | None = None,
+                 backoff: Backoff = DEFAULT_BACKOFF, name: str = 'toolweave-gateway') -> None:
+        require_mcp()
+        if isinstance(config, GatewayConfig):
+            self.config = config
+        elif isinstance(config, Mapping):
+            self.config = GatewayConfig.parse(config)
+        else:
+            self.config = GatewayConfig.load(config)
+        self.log_dir = Path(log_dir) if log_dir is not None else default_log_dir()
+        self.name = name
+        _check_prefixes(self.config.servers)
+        self.upstreams = [Upstream(server, log_dir=self.log_dir, backoff=backoff, on_tools=self._tools_changed)
+                          for server in self.config.servers]
+        self.tools = Toolset()
+        """Every upstream tool the gateway has named so far, as `GatewayTool`s (a tool a server stopped listing
+        stays here, and fails when called)."""
+        self._by_key: dict[tuple[str, str], str] = {}
+        self.plan_tool = PlanTool(self.tools, timeout=self.config.plan_timeout)
+        self.search_tool = SearchTool(self._catalog)
+        self.describe_tool = DescribeTool(self._catalog)
+        front: list[Tool] = [self.plan_tool, self.search_tool, self.describe_tool]
+        self._reserved = {tool.name for tool in front}
+        self._served = ToolServer(self.tools, front=front, listed=self._listed, review_handler=review_handler,
+                                  approval_fallback=self._fallback_for,
+                                  announces_changes=self.config.mode == 'tools')
+        self._stack: AsyncExitStack | None = None
+        self._started = False
+        self._server: Any = None
+
+    # --- life cycle ---------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> McpGateway:
+        if self._stack is not None or self._started:
+            raise UserError('An McpGateway can be entered once. Create a new McpGateway for each `async with`.')
+        stack = AsyncExitStack()
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tasks.cancel_scope.cancel)  # leaving stops every upstream (callbacks run before the group)
+        try:
+            async with anyio.create_task_group() as starting:
+                for upstream in self.upstreams:
+                    starting.start_soon(tasks.start, upstream.run)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        self._name_new_tools()
+        self._started = True
+        up = sum(1 for u in self.upstreams if u.state == 'up')
+        logger.info('Gateway started: %d of %d servers up, %d tools', up, len(self.upstreams), len(self.tools))
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    # --- serving ------------------------------------------------------------------------------------------
+
+    def server(self) -> Any:
+        """The SDK low-level `Server` clients talk to (one per gateway, made on first use)."""
+        if not self._started:
+            raise UserError('Enter the gateway first: `async with McpGateway(config) as gateway:`.')
+        if self._server is None:
+            from toolweave import __version__
+
+            self._server = self._served.server(name=self.name, version=__version__, instructions=self.instructions())
+        return self._server
+
+    async def serve_stdio(self) -> None:
+        """Serve clients over this process's stdin and stdout until stdin closes."""
+        server = self.server()
+        async with stdio_streams() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    async def serve_http(self, *, host: str = '127.0.0.1', port: int = 8000, path: str = '/mcp',
+                         on_started: Callable[[str], object] | None = None) -> None:
+        """Serve clients over streamable HTTP until cancelled (see `toolweave.mcp.serve_http`)."""
+        from toolweave.mcp._server import run_app
+
+        server = self.server()
+        await run_app(server.streamable_http_app(streamable_http_path=path, host=host), host=host, port=port,
+                      path=path, on_started=on_started)
+
+    def instructions(self) -> str:
+        """What clients are told about the server: how to plan, how to search (search mode), and what each
+        upstream server says about its own tools."""
+        parts = [self.plan_tool.instructions()]
+        if self.config.mode == 'search':
+            parts.append(_SEARCH_HELP)
+        for upstream in self.upstreams:
+            if upstream.instructions:
+                parts.append(f'# Server {upstream.name}\n{upstream.instructions.strip()}')
+        return '\n\n'.join(parts)
+
+    def listed(self) -> list[Tool]:
+        """The tools `tools/list` shows clients now."""
+        return list(self._listed())
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each upstream server's state, tools (by the gateway's names) and log, as JSON data."""
+        report = []
+        for upstream in self.upstreams:
+            entry = dict(upstream.status())
+            entry['tools'] = sorted(self._by_key.get((upstream.name, m), m) for m in upstream.tools)
+            report.append(entry)
+        return report
+
+    # --- the tools ----------------------------------------------------------------------------------------
+
+    def _listed(self) -> Iterable[Tool]:
+        if self.config.mode == 'search':
+            return [self.search_tool, self.describe_tool, self.plan_tool]
+        return [self.plan_tool, *self._available()]
+
+    def _available(self) -> list[GatewayTool]:
+        return [tool for tool in self.tools if isinstance(tool, GatewayTool) and tool.available]
+
+    def _catalog(self) -> list[ToolDefinition]:
+        return [tool.definition for tool in self._available()]
+
+    def _fallback_for(self, tool_name: str) -> ApprovalFallback:
+        tool = self.tools.find(tool_name)
+        if isinstance(tool, GatewayTool) and tool.upstream.config.approval_fallback is not None:
+            return tool.upstream.config.approval_fallback
+        return self.config.approval_fallback
+
+    async def _tools_changed(self, upstream: Upstream) -> None:
+        if not self._started:
+            return  # named all at once when every server has started, so collisions are settled evenly
+        self._name_new_tools()
+        await self._served.tools_changed()
+
+    def _name_new_tools(self) -> None:
+        """Give every tool not named yet its gateway name. A name never changes once given: when two servers
+        offer the same name, both are prefixed if they arrive together, and later only the newcomer is."""
+        new: list[tuple[Upstream, str, str]] = []
+        for upstream in self.upstreams:
+            adapted = adapt_names(list(upstream.tools), 'adapt', upstream.config.label)
+            new.extend((upstream, mcp_name, adapted[mcp_name]) for mcp_name in upstream.tools
+                       if (upstream.name, mcp_name) not in self._by_key)
+        arriving = Counter(base for _, _, base in new)
+        taken = set(self._by_key.values()) | self._reserved
+        for upstream, mcp_name, base in new:
+            name = base
+            if self.config.prefix_tools == 'always' or base in taken or arriving[base] > 1:
+                name = _fit(f'{upstream.config.tool_prefix}_{base}')
+            if name in taken:
+                name = _fit(name, f'{upstream.name}/{mcp_name}', force=True)
+            taken.add(name)
+            self._by_key[(upstream.name, mcp_name)] = name
+            self.tools.add(GatewayTool(name, upstream, mcp_name))
+            if name != mcp_name:
+                logger.info('Tool %r of MCP server %r is offered as %r', mcp_name, upstream.name, name)
+
+
+def _gated_by_config(config: ServerConfig, mcp_name: str) -> bool:
+    return any(fnmatchcase(mcp_name, pattern) for pattern in config.require_approval)
+
+
+def _fit(name: str, seed: str | None = None, *, force: bool = False) -> str:
+    """`name` within 64 characters: a long one (or any, with `force`) is cut and ends with a short hash."""
+    if len(name) <= 64 and not force:
+        return name
+    digest = hashlib.sha1((seed or name).encode()).hexdigest()[:8]
+    return f'{name[:55]}_{digest}'
+
+
+def _check_prefixes(servers: Iterable[ServerConfig]) -> None:
+    seen: dict[str, str] = {}
+    for server in servers:
+        other = seen.setdefault(server.tool_prefix, server.name)
+        if other != server.name:
+            raise UserError(f'MCP servers {other!r} and {server.name!r} would both prefix their tool names with '
+                            f'{server.tool_prefix!r}. Give one of them its own: "toolweave": {{"prefix": "..."}}.')

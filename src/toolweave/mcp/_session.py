@@ -1,0 +1,192 @@
+"""The client side of one MCP connection, shared by `McpToolset` and the gateway's upstream servers: where the
+server is (`StdioTarget`, `HttpTarget`), opening an SDK `Client` to it, listing its tools, and one tool call with
+its failures sorted by kind."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import anyio
+
+from toolweave.mcp._content import McpCallResult, to_tool_result
+from toolweave.mcp._sdk import require_mcp
+
+__all__ = ('CallFailed', 'HttpTarget', 'StdioTarget', 'call_tool', 'client_info', 'error_message', 'list_all_tools',
+           'open_client')
+
+FailureKind = Literal['timeout', 'closed', 'error']
+
+
+class CallFailed(Exception):
+    """A tool call that got no result. `kind` says why: the call timed out, the connection is closed, or the
+    server answered with a protocol error. The message names the tool and the server."""
+
+    def __init__(self, message: str, kind: FailureKind) -> None:
+        super().__init__(message)
+        self.kind: FailureKind = kind
+
+
+class StdioTarget:
+    """A server started as a subprocess speaking over its stdin and stdout; its stderr goes to `errlog`."""
+
+    def __init__(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+                 cwd: str | os.PathLike[str] | None = None, errlog: TextIO | None = None) -> None:
+        self.parameters = require_mcp().StdioServerParameters(
+            command=command, args=list(args), env=dict(env) if env else None,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+        )
+        self.errlog = errlog
+
+    @property
+    def label(self) -> str:
+        return ' '.join([Path(self.parameters.command).name, *(Path(a).name for a in self.parameters.args[:1])])
+
+    async def open(self, stack: AsyncExitStack) -> Any:
+        from mcp.client.stdio import stdio_client
+
+        return await stack.enter_async_context(stdio_client(self.parameters, errlog=self.errlog or sys.stderr))
+
+
+class HttpTarget:
+    """A server reached over streamable HTTP (or the older SSE transport, `sse=True`); the HTTP client, with
+    `headers`, lives as long as the session."""
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None, *, sse: bool = False) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.sse = sse
+
+    @property
+    def label(self) -> str:
+        return self.url
+
+    async def open(self, stack: AsyncExitStack) -> Any:
+        if self.sse:
+            from mcp.client.sse import sse_client
+
+            return await stack.enter_async_context(sse_client(self.url, headers=self.headers or None))
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        )
+        return await stack.enter_async_context(streamable_http_client(self.url, http_client=http))
+
+
+class _Opened:
+    """A transport whose streams are already open: the SDK `Client` enters it like any transport."""
+
+    def __init__(self, streams: Any) -> None:
+        self._streams = streams
+
+    async def __aenter__(self) -> Any:
+        return self._streams
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+
+class _WatchedReadStream:
+    """A transport's read stream that reports its end: the server closed the connection (or its process died)."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # `last_context` and whatever else the SDK reads off a stream
+        return getattr(self._inner, name)
+
+
+async def open_client(target: Any, stack: AsyncExitStack, *, mode: str = 'auto',
+                      on_closed: Callable[[], None] | None = None, **callbacks: Any) -> Any:
+    """An SDK `Client` to `target` (a `StdioTarget`, `HttpTarget`, URL, SDK server object or transport), entered
+    on `stack` (which then owns the connection). `on_closed` is called when a target's connection ends;
+    `callbacks` go to the `Client` (`message_handler`, ...)."""
+    mcp = require_mcp()
+    if isinstance(target, (StdioTarget, HttpTarget)):
+        read_stream, write_stream = await target.open(stack)
+        if on_closed is not None:
+            read_stream = _WatchedReadStream(read_stream, on_closed)
+        target = _Opened((read_stream, write_stream))
+    client = mcp.Client(target, mode=mode, client_info=client_info(), **callbacks)
+    await stack.enter_async_context(client)
+    return client
+
+
+def client_info() -> Any:
+    from mcp_types import Implementation
+
+    from toolweave import __version__
+
+    return Implementation(name='toolweave', version=__version__)
+
+
+async def list_all_tools(client: Any, *, fresh: bool = False) -> list[Any]:
+    """Every tool the server lists, following pagination (`fresh`: skip the SDK's response cache)."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    options = {'cache_mode': 'bypass'} if fresh else {}
+    for _ in range(1000):  # a server whose pagination never ends cannot hang the connect
+        page = await client.list_tools(cursor=cursor, **options)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+async def call_tool(client: Any, mcp_name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None,
+                    timeout: float | None, where: str) -> McpCallResult:  # noqa: ASYNC109
+    """Call one tool. Raises `CallFailed` (whose message starts with `where`) when no result came back."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    try:
+        result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout, meta=meta)
+    except MCPError as exc:
+        if exc.code == REQUEST_TIMEOUT:
+            raise CallFailed(f'{where} timed out after {timeout} s.', 'timeout') from None
+        if exc.code == CONNECTION_CLOSED:
+            raise CallFailed(f'{where} failed: the connection to the server is closed.', 'closed') from None
+        raise CallFailed(f'{where} failed: {exc.message} (MCP error {exc.code}).', 'error') from None
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+        raise CallFailed(f'{where} failed: the connection to the server is closed.', 'closed') from None
+    return to_tool_result(result)
+
+
+def error_message(exc: BaseException) -> str:
+    """The first leaf's message of an exception (group), for connection errors."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return error_message(exc.exceptions[0])
+    return str(exc) or type(exc).__name__
