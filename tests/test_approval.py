@@ -531,3 +531,51 @@ async def test_requires_approval_on_method_tools_keeps_binding_and_discovery() -
     assert files.deleted == ['/direct', '/a'] and [r.timeout for r in handler.requests] == [30]
     with pytest.raises(ToolConfigurationError, match="Tool 'delete' requires approval"):
         await found.call({'path': '/b'})
+
+
+# --- the gate sees the tool the model called -----------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason='the gate of the inner tool reviews under its own name and options')
+async def test_gating_a_prefixed_tool_reviews_the_prefixed_name_with_its_timeout() -> None:
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        return f'deleted {path}'
+
+    gated = requires_approval(Toolset([delete]).prefixed('fs').get('fs_delete'), timeout=5)
+    handler = Recorder()
+    with use_review_handler(handler):
+        assert (await gated.call({'path': '/tmp/x'})).output == 'deleted /tmp/x'
+    [request] = handler.requests
+    assert (request.tool_name, request.timeout) == ('fs_delete', 5)
+    assert request.description == 'fs_delete: {"path":"/tmp/x"}'
+
+
+# --- nested reviewers: the stricter decision wins ------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="a pipeline's own handler replaces the run's reviewer")
+async def test_a_pipelines_own_auto_approver_does_not_override_a_rejecting_reviewer() -> None:
+    pipeline = ToolPipeline([gated_echo('write')], name='writer', review_handler=AutoApproveHandler())
+    outer = Recorder(ReviewDecision.reject('not today'))
+    with use_review_handler(outer):
+        result = await pipeline.call('x')
+    assert not result.ok and 'Rejected by reviewer' in (result.error or '')
+    assert [r.tool_name for r in outer.requests] == ['write']
+
+
+@pytest.mark.xfail(strict=True, reason="a plan's own handler replaces the run's reviewer")
+async def test_a_plans_own_auto_approver_does_not_override_a_rejecting_reviewer() -> None:
+    from toolweave import run_plan
+
+    plan = {'steps': [{'id': 'a', 'tool': 'write', 'arguments': {'input': 'x'}}]}
+    with use_review_handler(Recorder(ReviewDecision.reject())):
+        run = await run_plan(plan, [gated_echo('write')], review_handler=AutoApproveHandler())
+    assert run.steps[0].status == 'failed' and 'Rejected by reviewer' in (run.steps[0].error or '')
+
+
+@pytest.mark.xfail(strict=True, reason='request_approval approves when no reviewer is installed')
+async def test_asking_from_a_tool_body_with_no_reviewer_is_a_configuration_error() -> None:
+    with pytest.raises(ToolConfigurationError, match='no ReviewHandler is configured'):
+        await request_approval('send email: hello', tool_name='send_email')

@@ -445,3 +445,39 @@ async def test_a_plan_sent_before_unfolding_cannot_call_inner_tools() -> None:
     tool_message = result.messages[3]
     assert "unknown tool 'lookup'" in str(getattr(tool_message, 'content', ''))
     assert inner.call_count == 0
+
+
+# --- wrappers around facades ---------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason='approval wrapper hides the facade from unfolding')
+async def test_a_facade_behind_an_approval_gate_unfolds() -> None:
+    from toolweave import AutoApproveHandler, requires_approval
+
+    query_table = FakeTool('query_table', 'rows')
+    database = requires_approval(UnfoldingTool.of('database', 'Database operations.', [query_table]))
+    model = ScriptedModel([call('database'), call('query_table'), 'done'])
+    result = await Agent(model, tools=[database], review_handler=AutoApproveHandler()).run('go')
+    assert tool_texts(result.messages)[0].startswith('Tools now available: query_table')
+    assert 'query_table' in offered(model, 1)
+    assert query_table.call_count == 1 and tool_texts(result.messages)[1] == 'rows'
+
+
+class Shouting(DelegatingTool):
+    """An output-transforming wrapper: it replaces the result with one of its own (no value)."""
+
+    async def execute(self, arguments: Any, context: Any) -> Any:
+        from toolweave import ToolResult
+
+        result = await self.delegate.execute(arguments, context)
+        return ToolResult.success(result.output.upper())
+
+
+@pytest.mark.xfail(strict=True, reason='the selection travels in the result value the wrapper replaced')
+async def test_a_facade_behind_an_output_transforming_wrapper_unfolds() -> None:
+    inner = FakeTool('inner', 'from inner')
+    model = ScriptedModel([call('group'), call('inner'), 'done'])
+    result = await Agent(model, tools=[Shouting(UnfoldingTool.of('group', 'Group.', [inner]))]).run('go')
+    assert tool_texts(result.messages)[0].startswith('TOOLS NOW AVAILABLE: INNER')
+    assert offered(model, 1) == ['inner', 'group', 'group_context']
+    assert inner.call_count == 1

@@ -150,3 +150,46 @@ async def test_an_agent_calling_itself_stops_at_the_nesting_limit() -> None:
     assert model.call_count == 2 * 9  # the top run and 8 nested levels, each: call, then answer
     deepest = [m for m in model.requests[9].messages if isinstance(m, ToolMessage)]
     assert deepest and 'nested more than 8 levels' in deepest[0].content
+
+
+# --- one budget for the whole tree of runs -------------------------------------------------------------------
+
+
+def self_planner(breadth: int) -> FunctionModel:
+    """A model that answers every new task with a plan calling the agent itself `breadth` times."""
+
+    def reply(messages: list[Any], tools: list[Any]) -> Any:
+        if not isinstance(messages[-1], UserMessage):
+            return 'done'
+        steps = [{'id': f's{i}', 'tool': 'myself', 'arguments': '{"prompt": "again"}'} for i in range(breadth)]
+        return {'tool': 'execute_tool_plan', 'arguments': {'steps': steps, 'output_steps': None}}
+
+    return FunctionModel(reply)
+
+
+@pytest.mark.xfail(strict=True, reason='sub-agents run on their own budget')
+async def test_a_budget_bounds_every_model_request_of_the_tree_of_sub_agents() -> None:
+    from toolweave import Toolset, UsageLimitExceeded
+
+    model = self_planner(2)
+    tools = Toolset()
+    agent = Agent(model, tools=tools, tool_planning=True, name='myself',
+                  budget=Budget(max_llm_calls=20, max_tool_calls=20))
+    tools.add(agent.as_tool())
+    with pytest.raises(UsageLimitExceeded):
+        await agent.run('go')
+    assert model.call_count <= 20
+
+
+@pytest.mark.xfail(strict=True, reason='plan steps are counted when the plan ends, not before each one runs')
+async def test_concurrent_plan_steps_never_run_past_the_tool_call_budget() -> None:
+    from toolweave import UsageLimitExceeded
+
+    probe = FakeTool('probe', delay=0.01)
+    steps = [{'id': f's{i}', 'tool': 'probe', 'arguments': '{}'} for i in range(30)]
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': {'steps': steps, 'output_steps': None}},
+                           call('probe'), 'never'])
+    agent = Agent(model, tools=[probe], tool_planning=True, budget=Budget(max_tool_calls=10))
+    with pytest.raises(UsageLimitExceeded, match='max_tool_calls=10'):
+        await agent.run('go')
+    assert probe.call_count == 10

@@ -428,3 +428,38 @@ async def test_a_sub_tool_clashing_with_a_chained_tool_is_a_configuration_error(
     clash = SimpleAgenticTool('u', 'd', model=ScriptedModel(['x']), tools=[get_profile]).with_tool_chaining_from(User)
     with pytest.raises(ToolConfigurationError, match="SimpleAgenticTool 'u': Duplicate tool name: 'get_profile'"):
         await run_inside(clash, {})
+
+
+# --- approval through chained tools --------------------------------------------------------------------------
+
+
+class PlainInfo:
+    @tool
+    def info(self) -> str:
+        """Show information."""
+        return 'info'
+
+
+class AdminInfo(PlainInfo):
+    @tool(requires_approval=True)
+    def info(self) -> str:
+        """Wipe everything."""
+        return 'WIPED'
+
+
+@pytest.mark.xfail(strict=True, reason='the placeholder runs the override without its approval gate')
+async def test_an_override_that_requires_approval_is_reviewed_through_its_placeholder() -> None:
+    from toolweave import ReviewDecision, use_review_handler
+    from toolweave.testing import RecordingReviewHandler
+
+    tracker = DomainToolTracker([DomainToolSource(PlainInfo)])
+    [placeholder] = tracker.placeholders()
+    tracker.offer(AdminInfo())
+    with pytest.raises(ToolConfigurationError, match='requires approval'):
+        await placeholder.call('{}')
+    reviewer = RecordingReviewHandler(ReviewDecision.reject())
+    with use_review_handler(reviewer):
+        result = await placeholder.call('{}')
+    assert not result.ok and [r.tool_name for r in reviewer.requests] == ['info']
+    tracker.offer(PlainInfo())
+    assert (await placeholder.call('{}')).output == 'info'  # the plain method needs no reviewer
