@@ -16,6 +16,7 @@ from toolweave import (
     ApprovalRule,
     AutoApproveHandler,
     CallbackReviewHandler,
+    ConsoleReviewHandler,
     ExitEarly,
     ReviewDecision,
     ReviewHandler,
@@ -28,6 +29,7 @@ from toolweave import (
     ToolPipeline,
     ToolResult,
     Toolset,
+    UserError,
     record_approvals,
     request_approval,
     requires_approval,
@@ -69,15 +71,15 @@ def gated_echo(name: str = 'write_file') -> Tool:
     return TextTool.from_function(name, 'writes', lambda text: f'wrote {text}', requires_approval=True)
 
 
-async def test_ap1_no_handler_auto_approves_a_body_request() -> None:
+async def test_a_body_request_with_no_reviewer_is_a_configuration_error_that_propagates() -> None:
     action = ActionTool()
-    result = await action.call('my input')
-    assert (result.ok, result.output) == (True, 'done')
-
-
-async def test_ap2_request_before_any_context_continues() -> None:
-    assert (await request_approval('test action: my input')).kind == 'continue'
-    assert (await ActionTool().call('x', None)).output == 'done'
+    with pytest.raises(ToolConfigurationError, match="Tool 'action_tool' asked for approval .* no ReviewHandler"):
+        await action.call('my input')
+    with pytest.raises(ToolConfigurationError, match='no ReviewHandler is configured'):  # through a pipeline too
+        await ToolPipeline.of(action).call('x')
+    assert action.ran_with == []
+    with use_review_handler(AutoApproveHandler()):  # approving everything is a choice made explicitly
+        assert (await action.call('my input')).output == 'done'
 
 
 async def test_ap3_continue_runs_with_the_original_input() -> None:
@@ -167,9 +169,9 @@ async def test_ap10_wrong_handler_type_is_a_configuration_error() -> None:
     with pytest.raises(ToolConfigurationError, match='must be an instance of ReviewHandler'):
         with use_review_handler(object()):  # type: ignore[arg-type]
             pass  # pragma: no cover
-    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: reviewHandler must be an instance"):
+    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: review_handler must be an instance"):
         ToolPipeline([gated_echo()], name='p', review_handler='console')  # type: ignore[arg-type]
-    with pytest.raises(ToolConfigurationError, match='misconfigured: reviewHandler must be an instance'):
+    with pytest.raises(ToolConfigurationError, match='misconfigured: review_handler must be an instance'):
         RuleBasedReviewHandler([], default=42)  # type: ignore[arg-type]
 
 
@@ -258,7 +260,7 @@ async def test_callback_handler_async_sync_and_bool() -> None:
     with use_review_handler(CallbackReviewHandler(lambda request: None)), pytest.raises(  # type: ignore[arg-type, return-value]
             ToolConfigurationError, match=r'Review callback .*<lambda> returned None .* Return a ReviewDecision'):
         await gated_echo().call('x')
-    with pytest.raises(TypeError, match='needs a callable'):
+    with pytest.raises(UserError, match='needs a callable'):
         CallbackReviewHandler('nope')  # type: ignore[arg-type]
     assert isinstance(CallbackReviewHandler(async_reviewer), ReviewHandler)
 
@@ -307,17 +309,18 @@ async def test_rule_predicate_that_raises_rejects() -> None:
 
 
 @pytest.mark.parametrize(('build', 'error', 'message'), [
-    (lambda: ApprovalRule(''), ValueError, 'non-empty glob'),
-    (lambda: ApprovalRule('x', action='maybe'), ValueError, "'approve' or 'reject'"),  # type: ignore[arg-type]
-    (lambda: ApprovalRule('x', when='yes'), ValueError, 'function of the arguments'),  # type: ignore[arg-type]
-    (lambda: RuleBasedReviewHandler(['allow *']), TypeError, 'Rule at index 0'),  # type: ignore[list-item]
-    (lambda: RuleBasedReviewHandler([], default='ask'), ValueError, "default must be 'approve'"),  # type: ignore[arg-type]
-    (lambda: ReviewDecision('maybe'), ValueError, 'kind must be one of'),  # type: ignore[arg-type]
-    (lambda: ReviewDecision('edit'), ValueError, 'needs the revised input'),
+    (lambda: ApprovalRule(''), UserError, 'non-empty glob'),
+    (lambda: ApprovalRule('x', action='maybe'), UserError, "'approve' or 'reject'"),  # type: ignore[arg-type]
+    (lambda: ApprovalRule('x', when='yes'), UserError, 'function of the arguments'),  # type: ignore[arg-type]
+    (lambda: RuleBasedReviewHandler(['allow *']), UserError, 'Rule at index 0'),  # type: ignore[list-item]
+    (lambda: RuleBasedReviewHandler([], default='ask'), UserError, "default must be 'approve'"),  # type: ignore[arg-type]
+    (lambda: ReviewDecision('maybe'), UserError, 'kind must be one of'),  # type: ignore[arg-type]
+    (lambda: ReviewDecision('edit'), UserError, 'needs the revised input'),
     (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be > 0'),
     (lambda: requires_approval(gated_echo(), on_timeout='wait'), ToolConfigurationError,  # type: ignore[call-overload]
      'on_timeout'),
-    (lambda: requires_approval(42), TypeError, 'needs a Tool or a function'),  # type: ignore[call-overload]
+    (lambda: requires_approval(42), UserError, 'needs a Tool or a function'),  # type: ignore[call-overload]
+    (lambda: ConsoleReviewHandler(max_chars=0), UserError, 'max_chars of ConsoleReviewHandler must be an int >= 1'),
 ])
 def test_bad_configuration_is_rejected(build: Any, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
@@ -426,8 +429,9 @@ async def test_agent_runs_gated_tools_through_its_handler_and_ap9_propagates() -
         await Agent(ScriptedModel(script), tools=[pipeline]).run('save it')
 
 
-@pytest.mark.parametrize('module', ['toolweave.pipeline', 'toolweave.approval', 'toolweave._approval_log',
-                                    'toolweave._gated', 'toolweave._review_handlers', 'toolweave._console_review'])
+@pytest.mark.parametrize('module', ['toolweave.pipeline', 'toolweave.approval._gate', 'toolweave.approval._log',
+                                    'toolweave.approval._model', 'toolweave.approval._wrapper',
+                                    'toolweave.approval._handlers', 'toolweave.approval._console'])
 def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
     import importlib
     import inspect
@@ -450,9 +454,9 @@ async def test_wrapper_keeps_the_call_behaviour_of_the_tool_it_wraps() -> None:
     class Counting(DelegatingTool):
         calls = 0
 
-        async def call(self, arguments: Any = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+        async def execute(self, arguments: Any, context: ToolCallContext) -> ToolResult:
             Counting.calls += 1
-            return await super().call(arguments, context)
+            return await super().execute(arguments, context)
 
     gated = requires_approval(Counting(TextTool.from_function('counted', 'c', str.upper)))
     with use_review_handler(Recorder()):
@@ -536,7 +540,6 @@ async def test_requires_approval_on_method_tools_keeps_binding_and_discovery() -
 # --- the gate sees the tool the model called -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason='the gate of the inner tool reviews under its own name and options')
 async def test_gating_a_prefixed_tool_reviews_the_prefixed_name_with_its_timeout() -> None:
     @tool(requires_approval=True)
     def delete(path: str) -> str:
@@ -555,7 +558,6 @@ async def test_gating_a_prefixed_tool_reviews_the_prefixed_name_with_its_timeout
 # --- nested reviewers: the stricter decision wins ------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a pipeline's own handler replaces the run's reviewer")
 async def test_a_pipelines_own_auto_approver_does_not_override_a_rejecting_reviewer() -> None:
     pipeline = ToolPipeline([gated_echo('write')], name='writer', review_handler=AutoApproveHandler())
     outer = Recorder(ReviewDecision.reject('not today'))
@@ -565,7 +567,6 @@ async def test_a_pipelines_own_auto_approver_does_not_override_a_rejecting_revie
     assert [r.tool_name for r in outer.requests] == ['write']
 
 
-@pytest.mark.xfail(strict=True, reason="a plan's own handler replaces the run's reviewer")
 async def test_a_plans_own_auto_approver_does_not_override_a_rejecting_reviewer() -> None:
     from toolweave import run_plan
 
@@ -575,7 +576,6 @@ async def test_a_plans_own_auto_approver_does_not_override_a_rejecting_reviewer(
     assert run.steps[0].status == 'failed' and 'Rejected by reviewer' in (run.steps[0].error or '')
 
 
-@pytest.mark.xfail(strict=True, reason='request_approval approves when no reviewer is installed')
 async def test_asking_from_a_tool_body_with_no_reviewer_is_a_configuration_error() -> None:
     with pytest.raises(ToolConfigurationError, match='no ReviewHandler is configured'):
         await request_approval('send email: hello', tool_name='send_email')

@@ -77,8 +77,8 @@ async def test_delegating_tool_is_instrumented_once() -> None:
 
 async def test_subclass_changes_one_thing() -> None:
     class Upper(DelegatingTool):
-        async def call(self, arguments: Any = None, context: Any = None) -> ToolResult:
-            result = await super().call(arguments, context)
+        async def execute(self, arguments: Any, context: ToolCallContext) -> ToolResult:
+            result = await super().execute(arguments, context)
             return ToolResult.success(result.output.upper(), result.value)
 
     assert (await Upper(FakeTool('t', 'quiet')).call()).output == 'QUIET'

@@ -443,14 +443,13 @@ async def test_a_plan_sent_before_unfolding_cannot_call_inner_tools() -> None:
     model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'gave up'])
     result = await Agent(model, tools=[facade], tool_planning=True).run('who?')
     tool_message = result.messages[3]
-    assert "unknown tool 'lookup'" in str(getattr(tool_message, 'content', ''))
+    assert "Unknown tool 'lookup' in step 'a'" in str(getattr(tool_message, 'content', ''))
     assert inner.call_count == 0
 
 
 # --- wrappers around facades ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason='approval wrapper hides the facade from unfolding')
 async def test_a_facade_behind_an_approval_gate_unfolds() -> None:
     from toolweave import AutoApproveHandler, requires_approval
 
@@ -473,7 +472,6 @@ class Shouting(DelegatingTool):
         return ToolResult.success(result.output.upper())
 
 
-@pytest.mark.xfail(strict=True, reason='the selection travels in the result value the wrapper replaced')
 async def test_a_facade_behind_an_output_transforming_wrapper_unfolds() -> None:
     inner = FakeTool('inner', 'from inner')
     model = ScriptedModel([call('group'), call('inner'), 'done'])

@@ -266,23 +266,21 @@ async def test_pl22_adapter_that_raises_fails_the_pipeline_even_under_continue()
     assert (result.ok, result.error) == (False, 'adapter exploded') and b.inputs == []
 
 
-async def test_pl23_raising_step_under_fail_fast(caplog: pytest.LogCaptureFixture) -> None:
-    # PL-23 mapped: every step goes through the instrumented `Tool.call`, so the failure is the bare message
-    # (as PL-26); the step's name is in the WARNING line of its call.
+async def test_a_raising_step_under_fail_fast_names_the_step(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger='toolweave.tools')
     step2 = Step('step2', 'never')
     result = await ToolPipeline.of(Step('throwing_step', RuntimeError('boom from plain tool')), step2).call('x')
-    assert (result.error, result.raised) == ('boom from plain tool', True)
+    assert (result.error, result.raised) == ("Step 'throwing_step' threw: boom from plain tool", True)
     assert step2.inputs == []
     assert any("'throwing_step' failed" in r.getMessage() and 'boom from plain tool' in r.getMessage()
                for r in caplog.records)
 
 
-async def test_pl24_raising_step_under_continue() -> None:
+async def test_a_raising_step_under_continue_hands_on_the_named_failure() -> None:
     step2 = Step('step2', lambda text: f'handled: {text}')
     result = await continuing(Step('throwing_step', RuntimeError('boom')), step2).call('x')
-    assert step2.inputs == ['boom']
-    assert (result.ok, result.output) == (True, 'handled: boom')
+    assert step2.inputs == ["Step 'throwing_step' threw: boom"]
+    assert (result.ok, result.output) == (True, "handled: Step 'throwing_step' threw: boom")
 
 
 async def test_pl25_exception_without_message() -> None:
@@ -301,9 +299,12 @@ class RaisingTool(Tool):
         raise RuntimeError('boom')
 
 
-async def test_pl26_instrumented_step_error_has_no_prefix() -> None:
+async def test_any_raising_tool_as_a_step_is_named_and_a_returned_failure_is_not() -> None:
     result = await ToolPipeline.of(RaisingTool(), Step('after', 'x')).call('x')
-    assert result.error == 'boom'
+    assert result.error == "Step 'raiser' threw: boom"
+    returned = await ToolPipeline.of(TextTool.from_function('refuser', 'r', lambda text: ToolResult.failure('no')),
+                                     Step('after', 'x')).call('x')
+    assert returned.error == 'no'
 
 
 async def test_pl27_step_returning_none_is_empty_success() -> None:
@@ -575,7 +576,7 @@ async def test_cancellation_stops_the_pipeline(anyio_backend: str) -> None:
 
 def test_wrong_review_handler_type_is_a_configuration_error() -> None:
     # AP-10 through the pipeline: the handler is checked when the pipeline is built.
-    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: reviewHandler must be an instance"):
+    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: review_handler must be an instance"):
         ToolPipeline([Step('a')], name='p', review_handler=object())  # type: ignore[arg-type]
     ok = ToolPipeline.builder().name('p').description('d').review_handler(AutoApproveHandler()).build()
     assert isinstance(ok.review_handler, AutoApproveHandler)
@@ -676,5 +677,5 @@ async def test_step_timeout_fails_a_hanging_step(anyio_backend: str) -> None:
 
 @pytest.mark.parametrize('bad', [0, -1, 'soon', True])
 def test_step_timeout_must_be_positive_seconds(bad: Any) -> None:
-    with pytest.raises(UserError, match="step_timeout of pipeline 'p' must be a number of seconds > 0"):
+    with pytest.raises(UserError, match="step_timeout of pipeline 'p' must be a number of seconds > 0 or None"):
         ToolPipeline([Step('a')], name='p', step_timeout=bad)

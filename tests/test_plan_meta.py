@@ -88,7 +88,7 @@ async def test_validation_failures_are_text_and_nothing_runs() -> None:  # PV-1,
                                            {'id': 's2', 'tool': 'nonexistent', 'arguments': '{}'},
                                            {'id': 's2', 'tool': 'echo', 'arguments': '{}'}]})
     assert result.text.startswith('Error: Plan execution failed: 2 problems (nothing ran; fix them all and resend):\n'
-                                  "- steps[1] (id 's2'): unknown tool 'nonexistent'.")
+                                  "- steps[1] (id 's2'): Unknown tool 'nonexistent' in step 's2'.")
     assert echo.call_count == 0
 
 
@@ -200,7 +200,7 @@ async def test_validation_errors_are_joined_json() -> None:  # DP-3, DP-5, DP-9,
     error = json.loads(result.text)['error']
     assert error.startswith('Plan validation failed: ')
     assert ('steps[0]: "description" must be a string saying what the step does, got null.; '
-            "steps[0]: unknown tool 'nope'") in error
+            "steps[0]: Unknown tool 'nope'.") in error
     assert all(t.call_count == 0 for t in tools)
 
 
@@ -230,15 +230,21 @@ async def test_literal_strings_are_not_references_in_the_index_dialect() -> None
     assert run.step('step_0').arguments == {'a': '$ref:x', 'b': '{{$ref:y}}'}
 
 
-async def test_missing_fields_follow_the_missing_field_option() -> None:  # DP-15, DP-16 with D5
+async def test_a_missing_or_null_field_fails_its_step_in_index_based_plans() -> None:
     plan = {'goal': 'g', 'steps': [
         {'tool': 'list_metrics', 'args': {}, 'description': 'd'},
-        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.nope.deeper'}}, 'description': 'd'}]}
-    run = await toolweave.run_plan(plan, metrics_tools())
-    assert run.step('step_1').arguments == {'x': 'null'}
-    run = await toolweave.run_plan(plan, metrics_tools(), missing_field='error')
-    assert run.step('step_1').status == 'failed'
-    assert 'Available keys: metrics.' in (run.step('step_1').error or '')
+        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.nope.deeper'}}, 'description': 'd'},
+        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.limit'}}, 'description': 'd'},
+        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.metrics[0].unit'}}, 'description': 'd'}]}
+    tools = [FakeTool('list_metrics', {'metrics': [{'name': 'cpu_usage', 'unit': '%'}], 'limit': None}),
+             *metrics_tools()[1:]]
+    for option in ('null', 'error'):  # the option of id-based plans does not change this
+        run = await toolweave.run_plan(plan, tools, missing_field=option)
+        missing, null, present = run.step('step_1'), run.step('step_2'), run.step('step_3')
+        assert missing.status == 'failed' and 'Available keys: metrics, limit.' in (missing.error or '')
+        assert null.status == 'failed' and 'resolved to null' in (null.error or '')
+        assert present.status == 'succeeded' and present.arguments == {'x': '%'}
+    assert [call.arguments for call in tools[2].calls] == [{'x': '%'}, {'x': '%'}]  # no tool saw "null"
 
 
 async def test_a_reference_to_a_failed_step_skips_and_later_steps_still_run() -> None:  # DP-17 with D5

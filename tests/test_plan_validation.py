@@ -68,10 +68,11 @@ async def test_recursive_plan_is_refused_even_when_the_meta_tool_is_registered()
 async def test_unknown_tool_lists_the_available_ones_and_is_case_sensitive() -> None:  # PV-6
     problems = await problems_of({'steps': [step('s1', 'nonexistent'), step('s2', 'Echo'), step('s3', 'serch')]})
     assert problems == [
-        "steps[0] (id 's1'): unknown tool 'nonexistent'. Available tools: echo, search, fetch.",
-        "steps[1] (id 's2'): unknown tool 'Echo'. Tool names are case-sensitive: did you mean 'echo'? "
+        "steps[0] (id 's1'): Unknown tool 'nonexistent' in step 's1'. Available tools: echo, search, fetch.",
+        "steps[1] (id 's2'): Unknown tool 'Echo' in step 's2'. Tool names are case-sensitive: did you mean 'echo'? "
         'Available tools: echo, search, fetch.',
-        "steps[2] (id 's3'): unknown tool 'serch'. Did you mean 'search'? Available tools: echo, search, fetch.",
+        "steps[2] (id 's3'): Unknown tool 'serch' in step 's3'. Did you mean 'search'? "
+        'Available tools: echo, search, fetch.',
     ]
 
 
@@ -85,7 +86,7 @@ async def test_every_problem_is_reported_in_step_order() -> None:  # PV-8 (the i
     problems = await problems_of(plan)
     assert len(problems) == 4
     assert problems[0].startswith("The plan: unknown field 'extra'")
-    assert problems[1].startswith("steps[1] (id 's2'): unknown tool 'nonexistent'")
+    assert problems[1].startswith("steps[1] (id 's2'): Unknown tool 'nonexistent' in step 's2'")
     assert problems[2].startswith("steps[2] (id 's1'): Duplicate step ID: 's1'")
     assert problems[3].startswith("steps[2] (id 's1'): arguments.x: reference '$ref:nowhere'")
 
@@ -201,7 +202,7 @@ def test_parse_plan_raises_with_every_structural_problem() -> None:
 def test_validate_plan_accepts_plan_objects() -> None:
     plan = Plan((PlanStep('a', 'echo', {}), PlanStep('b', 'nope', {'x': '$ref:c'})))
     assert validate_plan(plan, tools()) == [
-        "steps[1] (id 'b'): unknown tool 'nope'. Available tools: echo, search, fetch.",
+        "steps[1] (id 'b'): Unknown tool 'nope' in step 'b'. Available tools: echo, search, fetch.",
         "steps[1] (id 'b'): arguments.x: reference '$ref:c' names step 'c', which is not in the plan. Refer to one "
         'of the step ids: a, b.',
     ]

@@ -5,6 +5,7 @@ test_injection.py)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from toolweave import (
     unfolding_tools,
     with_note,
 )
-from toolweave.progressive import UnfoldingContextTool, UnfoldingGuideTool
+from toolweave.progressive import UnfoldingContextTool, UnfoldingGuideTool, record_unfoldings
 from toolweave.testing import FakeTool
 
 pytestmark = pytest.mark.anyio
@@ -41,14 +42,21 @@ def names(tools: Any) -> list[str]:
     return [t.name for t in tools]
 
 
-def outcome(tool: Tool, arguments: str, result: ToolResult, current: list[Tool]) -> ToolCallOutcome:
-    return ToolCallOutcome(tool, arguments, result, tuple(current), AgentProcess())
+def outcome(tool: Tool, arguments: str, result: ToolResult, current: list[Tool],
+            unfolded: Sequence[UnfoldingSelection] = ()) -> ToolCallOutcome:
+    return ToolCallOutcome(tool, arguments, result, tuple(current), AgentProcess(), tuple(unfolded))
+
+
+async def called(facade: Tool, arguments: str, current: list[Tool]) -> ToolCallOutcome:
+    """Call `facade` like the loop does (recording what unfolds) and describe the call as the loop would."""
+    with record_unfoldings() as unfolded:
+        result = await facade.call(arguments)
+    return outcome(facade, arguments, result, current, unfolded)
 
 
 async def unfold(facade: Tool, arguments: str, current: list[Tool]) -> ToolInjection | None:
     """Call `facade` like the loop does, then ask the strategy what changes."""
-    result = await facade.call(arguments)
-    return UnfoldingInjectionStrategy().evaluate(outcome(facade, arguments, result, current))
+    return UnfoldingInjectionStrategy().evaluate(await called(facade, arguments, current))
 
 
 # --- building and the unfold message -----------------------------------------------------------------------
@@ -82,11 +90,10 @@ def test_select_tools_defaults_to_all() -> None:  # UF-4
     assert facade.select_tools('{}') == inner and facade.select_tools('') == inner
 
 
-def test_remove_on_invoke_is_reported_but_ignored() -> None:  # UF-8
+async def test_remove_on_invoke_is_reported_but_ignored() -> None:  # UF-8
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')], remove_on_invoke=False)
     assert facade.remove_on_invoke is False
-    injection = UnfoldingInjectionStrategy().evaluate(
-        outcome(facade, '{}', facade.call_sync('{}'), [facade]))
+    injection = await unfold(facade, '{}', [facade])
     assert injection is not None and injection.remove == ('group',)
 
 
@@ -289,7 +296,7 @@ def test_from_tool_object() -> None:  # UF-23
                                             remove_on_invoke=False, child_tool_usage_notes='Use write first.')
     assert names(facade.inner_tools) == ['write_file', 'append_file']
     assert facade.child_tool_usage_notes == 'Use write first.' and facade.remove_on_invoke is False
-    with pytest.raises(UserError, match='neither a Tool nor has @tool'):
+    with pytest.raises(UserError, match=r"from_tool_object\('x'\) got a object with no `@tool` methods"):
         UnfoldingTool.from_tool_object(object(), 'x', 'X.')
 
 
@@ -662,7 +669,7 @@ def test_facade_repr_and_metadata() -> None:
     assert facade.definition.metadata == ToolMetadata()
 
 
-@pytest.mark.parametrize('module', ['toolweave.progressive._unfolding', 'toolweave.progressive._introspect'])
+@pytest.mark.parametrize('module', ['toolweave.progressive._unfolding', 'toolweave.progressive._decorator'])
 def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
     import importlib
     import inspect

@@ -167,7 +167,6 @@ def self_planner(breadth: int) -> FunctionModel:
     return FunctionModel(reply)
 
 
-@pytest.mark.xfail(strict=True, reason='sub-agents run on their own budget')
 async def test_a_budget_bounds_every_model_request_of_the_tree_of_sub_agents() -> None:
     from toolweave import Toolset, UsageLimitExceeded
 
@@ -181,7 +180,6 @@ async def test_a_budget_bounds_every_model_request_of_the_tree_of_sub_agents() -
     assert model.call_count <= 20
 
 
-@pytest.mark.xfail(strict=True, reason='plan steps are counted when the plan ends, not before each one runs')
 async def test_concurrent_plan_steps_never_run_past_the_tool_call_budget() -> None:
     from toolweave import UsageLimitExceeded
 

@@ -217,8 +217,20 @@ def test_strategy_can_offer_results_itself() -> None:  # plain-agent chaining
     assert injection is not None and [t.name for t in injection.add] == ['cancel']
     listed = ToolCallOutcome(tool=_any_tool(), arguments='{}', result=ToolResult.success('[..]', [Order(1), User('x')]),
                              current_tools=(), process=AgentProcess())
-    last = strategy.evaluate(listed)
-    assert last is not None and [t.name for t in last.add] == ['get_profile', 'update_settings']
+    last = strategy.evaluate(listed)  # both objects were discovered before this drain: their tools add up
+    assert last is not None and last.remove == ('cancel',)
+    assert [t.name for t in last.add] == ['cancel', 'get_profile', 'update_settings']
+    assert strategy.evaluate(listed) is not None  # offered again: a new discovery
+
+
+def test_objects_discovered_before_a_drain_all_contribute_their_tools() -> None:
+    tracker = DomainToolTracker(auto_discovery=True)
+    tracker.offer(Order(1))
+    tracker.offer(User('ada'))
+    tracker.offer(Order(2))  # the same names again: the latest object's tools win
+    pending = tracker.drain()
+    assert pending is not None and [t.name for t in pending] == ['cancel', 'get_profile', 'update_settings']
+    assert pending[0].call_sync('{}').output == 'Order 2 cancelled' and tracker.drain() is None
 
 
 def _any_tool() -> Any:
@@ -233,8 +245,6 @@ def _any_tool() -> Any:
 def test_bad_sources_fail_at_build_time() -> None:
     with pytest.raises(UserError, match='needs a class'):
         DomainToolSource(User('x'))  # type: ignore[arg-type]
-    with pytest.raises(UserError, match='no `@tool` methods'):
-        DomainToolSource(Plain)
     with pytest.raises(UserError, match='predicate'):
         DomainToolSource(User, 'admins')  # type: ignore[arg-type]
     with pytest.raises(UserError, match='DomainToolSource'):
@@ -251,8 +261,14 @@ def test_chaining_registration_on_agentic_tools() -> None:  # TC-10
     both = two.with_tool_chaining_from_any()
     assert both.auto_discovery and len(both.domain_tool_sources) == 2
     assert PlaybookTool('p', 'd').with_tool_chaining_from_any().auto_discovery
-    with pytest.raises(UserError, match='no `@tool` methods'):
-        base.with_tool_chaining_from(Plain)
+    assert len(base.with_tool_chaining_from(Plain).domain_tool_sources) == 1
+
+
+def test_a_class_without_tool_methods_registers_and_declares_no_placeholders() -> None:
+    tracker = DomainToolTracker([DomainToolSource(Plain), DomainToolSource(User)])
+    assert DomainToolSource(Plain).tool_names == ()
+    assert [t.name for t in tracker.placeholders()] == ['get_profile', 'update_settings']
+    assert tracker.offer(Plain()) and tracker.bound(Plain) is not None
 
 
 # --- inside agentic tools ------------------------------------------------------------------------------------
@@ -447,7 +463,6 @@ class AdminInfo(PlainInfo):
         return 'WIPED'
 
 
-@pytest.mark.xfail(strict=True, reason='the placeholder runs the override without its approval gate')
 async def test_an_override_that_requires_approval_is_reviewed_through_its_placeholder() -> None:
     from toolweave import ReviewDecision, use_review_handler
     from toolweave.testing import RecordingReviewHandler

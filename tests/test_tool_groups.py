@@ -279,7 +279,6 @@ def test_loader_returning_a_non_list() -> None:
         Toolset([ToolGroup('g', lambda: 42)]).names  # type: ignore[arg-type, return-value]  # noqa: B018
 
 
-@pytest.mark.xfail(strict=True, reason='len() loads pending groups, and an async loader cannot load from sync code')
 def test_len_counts_loaded_tools_without_running_loaders() -> None:
     from toolweave import Agent
     from toolweave.testing import ScriptedModel

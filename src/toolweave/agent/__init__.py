@@ -1,8 +1,9 @@
-"""The agent loop: `Agent`, the state of a run (`AgentProcess`), its events, sub-agents and the blackboard sink."""
+"""The agent loop: `Agent`, the state of a run (`AgentProcess`) and its budget, its events, the tool-injection
+hook and the unfolding strategy, sub-agents and the blackboard sink."""
 
 from __future__ import annotations
 
-from toolweave.agent._agent import Agent, AgentRunResult
+from toolweave.agent._agent import MAX_DEPTH, Agent, AgentRunResult
 from toolweave.agent._blackboard import Blackboard, BlackboardEntry
 from toolweave.agent._events import (
     AgentEvent,
@@ -17,10 +18,12 @@ from toolweave.agent._events import (
 from toolweave.agent._injection import ToolCallOutcome, ToolInjection, ToolInjectionStrategy
 from toolweave.agent._loop import FinishReason
 from toolweave.agent._process import AgentProcess, Budget, ProcessStatus, RunUsage, ToolCallRecord, current_process
-from toolweave.agent._sink import BlackboardSink
+from toolweave.agent._sink import BlackboardSink, publish_to_blackboard
 from toolweave.agent._subagent import SubAgentTool
+from toolweave.agent._unfolding import UnfoldingInjectionStrategy
 
 __all__ = (
+    'MAX_DEPTH',
     'Agent',
     'AgentEvent',
     'AgentProcess',
@@ -44,5 +47,7 @@ __all__ = (
     'ToolCallStarted',
     'ToolInjection',
     'ToolInjectionStrategy',
+    'UnfoldingInjectionStrategy',
     'current_process',
+    'publish_to_blackboard',
 )

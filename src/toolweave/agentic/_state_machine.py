@@ -1,13 +1,13 @@
-"""`StateMachineTool`: an agentic tool whose sub-tools are bound to the states of an enum (SM-1..SM-14)."""
+"""`StateMachineTool`: an agentic tool whose sub-tools are bound to the states of an enum."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
-from toolweave.agent._process import AgentProcess, current_process
+from toolweave.agent import AgentProcess, current_process
 from toolweave.agentic._base import (
     DEFAULT_MAX_ITERATIONS,
     NO_PROCESS,
@@ -20,12 +20,8 @@ from toolweave.agentic._base import (
     resolve_tools,
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.models._base import Model, ModelSettings
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._programmatic import Parameter
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.models import Model, ModelSettings
+from toolweave.tools import Parameter, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult
 
 __all__ = ('StateBuilder', 'StateMachineTool', 'StateToolRegistration', 'default_state_machine_prompt')
 
@@ -36,7 +32,7 @@ StatePrompt = Callable[[AgentProcess, str, Any], str]
 
 
 def default_state_machine_prompt(description: str, state: Enum) -> str:
-    """The default system prompt of a `StateMachineTool` (SM-14)."""
+    """The default system prompt of a `StateMachineTool`."""
     return ('You are an intelligent agent that can use tools to complete tasks.\n\n'
             f'Current state: {state.name}\n\n'
             f'Task: {description}\n\n'
@@ -46,7 +42,7 @@ def default_state_machine_prompt(description: str, state: Enum) -> str:
 
 
 class _StateHolder:
-    """The current state of one invocation (SM-13)."""
+    """The current state of one invocation (each call starts in the initial state)."""
 
     def __init__(self, state: Enum) -> None:
         self.current = state
@@ -54,7 +50,7 @@ class _StateHolder:
 
 
 class _StateBoundTool(TrackingTool):
-    """A sub-tool that runs only in its state and, after a successful call, moves to its target (SM-3..SM-7)."""
+    """A sub-tool that runs only in its state and, after a successful call, moves to its target."""
 
     def __init__(self, delegate: Tool, state: Enum, target: Enum | None, holder: _StateHolder, run: RunState) -> None:
         super().__init__(delegate, run)
@@ -69,20 +65,20 @@ class _StateBoundTool(TrackingTool):
     def definition(self) -> ToolDefinition:
         return self._definition
 
-    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         current = self.holder.current
         if current != self.available_in:
             return ToolResult.success(f'This tool is not available in the current state ({current.name}). '
                                       f'It is only available in state: {self.available_in.name}')
-        result = await self.delegate.call(arguments, context)
-        if result.ok and self.target is not None:  # SM-5: an error result does not transition
+        result = await self.delegate.execute(arguments, context)
+        if result.ok and self.target is not None:  # a failure does not move the state
             with self.holder.lock:
                 self.holder.current = self.target
         return self.after(result)
 
 
 class _GlobalStateTool(TrackingTool):
-    """A sub-tool available in every state; it never transitions (SM-8)."""
+    """A sub-tool available in every state; it never transitions."""
 
     def __init__(self, delegate: Tool, run: RunState) -> None:
         super().__init__(delegate, run)
@@ -98,10 +94,10 @@ class StateMachineTool(AgenticTool, Generic[S]):
     """An agentic tool whose sub-tools are available only in given states of an enum and may move the
     invocation to another state when they succeed. Global tools work in every state.
 
-    Each call starts in the initial state (SM-13); the inner model sees every tool, each description saying
-    where it is available. Calling a tool in the wrong state returns a note naming the current and the needed
-    state, without running it. The result is always the inner model's text (SM-14). Chained domain tools are
-    global (TC-11). See `AgenticTool` for the model, process, input and context rules.
+    Each call starts in the initial state; the inner model sees every tool, each description saying where it is
+    available. Calling a tool in the wrong state returns a note naming the current and the needed state, without
+    running it. The result is always the inner model's text (no artifact packaging). Chained domain tools are
+    global. See `AgenticTool` for the model, process, input and context rules.
 
     ```python
     class Order(Enum):
@@ -160,7 +156,7 @@ class StateMachineTool(AgenticTool, Generic[S]):
         return self._copy(initial_state=self._check_state(state, 'initial'))
 
     def starting_in(self, state: S) -> StateMachineTool[S]:
-        """A copy that starts in `state`, for resuming at runtime; the original is unchanged (SM-1)."""
+        """A copy that starts in `state`, for resuming at runtime; the original is unchanged."""
         return self.with_initial_state(state)
 
     def in_state(self, state: S) -> StateBuilder[S]:
@@ -178,7 +174,7 @@ class StateMachineTool(AgenticTool, Generic[S]):
         return self._copy(global_tools=added)
 
     def with_tool_object(self, obj: object) -> StateMachineTool[S]:
-        """A copy with the `@tool` methods of `obj` as global tools (SM-14); objects without any are ignored."""
+        """A copy with the tools `obj` stands for as global tools; objects with none are ignored."""
         return self.with_global_tools(*object_tools([obj]))
 
     def with_tool_objects(self, *objects: object) -> StateMachineTool[S]:
@@ -226,23 +222,23 @@ class StateMachineTool(AgenticTool, Generic[S]):
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         initial = self.initial_state
-        if initial is None:  # SM-9: before the process check
+        if initial is None:  # checked before the process: a misconfiguration, wherever it is called
             return ToolResult.failure('No initial state configured for StateMachineTool')
         process = current_process()
-        if process is None:  # SM-10
+        if process is None:
             return ToolResult.failure(NO_PROCESS)
-        if not self.state_tools and not self.global_tools and not self.has_tool_chaining:  # SM-11
+        if not self.state_tools and not self.global_tools and not self.has_tool_chaining:
             return ToolResult.failure('No tools registered for StateMachineTool')
         text = self.input_text(arguments)
         if isinstance(text, ToolResult):
             return text
-        run = self.new_state(unpack_collections=False)  # TC-7: the state machine never chains from collections
+        run = self.new_state(unpack_collections=False)  # the state machine never chains from collections
         holder = _StateHolder(initial)
         tools: list[Tool] = [_StateBoundTool(tool, state, target, holder, run)
                              for state, tool, target in self.state_tools]
         tools.extend(_GlobalStateTool(tool, run) for tool in self.global_tools)
         tools.extend(self.placeholders(run))
-        result = await self.run_inner(process, context, tools, self._prompt(process, text, initial), text, run)
+        result = await self.run_inner(context, tools, self._prompt(process, text, initial), text, run)
         return ToolResult.success(result.output)
 
 
@@ -281,7 +277,7 @@ class StateToolRegistration(Generic[S]):
         self.machine = machine
 
     def transitions_to(self, target: S) -> StateBuilder[S]:
-        """After a successful call the state moves to `target` (an error result does not move it, SM-5)."""
+        """After a successful call the state moves to `target` (a failure does not move it)."""
         return StateBuilder(self.state, self.machine._add_state_tool(self.state, self.tool, target))
 
     def with_tool(self, tool: Any) -> StateToolRegistration[S]:

@@ -13,12 +13,11 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel
 
-from toolweave.agent._blackboard import Blackboard, type_matches
-from toolweave.agent._process import current_process
+from toolweave.agent import Blackboard, current_process
+from toolweave.agent._blackboard import type_matches
 from toolweave.builtins._common import BuiltinTool, metadata, read_string, string_schema
 from toolweave.exceptions import UserError
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
+from toolweave.tools import ToolDefinition, ToolResult
 
 __all__ = (
     'BLACKBOARD_FACADE_DESCRIPTION',

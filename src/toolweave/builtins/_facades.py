@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from toolweave.builtins._blackboard_tools import (
     BLACKBOARD_FACADE_DESCRIPTION,
@@ -17,9 +16,7 @@ from toolweave.builtins._process_tools import (
     ModelPrice,
     process_tools,
 )
-
-if TYPE_CHECKING:
-    from toolweave.progressive import UnfoldingTool
+from toolweave.progressive import UnfoldingTool
 
 __all__ = ('blackboard_facade', 'process_tools_facade')
 
@@ -27,8 +24,6 @@ __all__ = ('blackboard_facade', 'process_tools_facade')
 def process_tools_facade(*, prices: Mapping[str, ModelPrice] | None = None) -> UnfoldingTool:
     """The process tools behind one facade named `agent_process` (BI-1): calling it unfolds the six
     `process_*` tools (see `process_tools`)."""
-    from toolweave.progressive import UnfoldingTool  # progressive disclosure is a separate part; load it on use
-
     return UnfoldingTool.of('agent_process', PROCESS_FACADE_DESCRIPTION, process_tools(prices=prices),
                             child_tool_usage_notes=PROCESS_FACADE_NOTES)
 
@@ -36,7 +31,5 @@ def process_tools_facade(*, prices: Mapping[str, ModelPrice] | None = None) -> U
 def blackboard_facade(formatter: BlackboardEntryFormatter | None = None) -> UnfoldingTool:
     """The blackboard tools behind one facade named `blackboard` (BI-3): calling it unfolds the five
     `blackboard_*` tools (see `blackboard_tools`)."""
-    from toolweave.progressive import UnfoldingTool
-
     return UnfoldingTool.of('blackboard', BLACKBOARD_FACADE_DESCRIPTION, blackboard_tools(formatter),
                             child_tool_usage_notes=BLACKBOARD_FACADE_NOTES)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolweave.agent._process import current_process
+from toolweave.agent import current_process
 from toolweave.builtins._common import BuiltinTool, metadata, read_string, string_schema
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
+from toolweave.tools import ToolDefinition, ToolResult
 
 __all__ = ('USER_OUTPUT_KEY', 'communicate_tool', 'progress_tool')
 

@@ -24,7 +24,8 @@ from toolweave.agent import (
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.exceptions import RunError, ToolweaveError, UserError
-from toolweave.models._base import Message, Model
+from toolweave.models import Message, Model, infer_model
+from toolweave.tools import Toolset
 
 __all__ = ('chat_command', 'chat_session')
 
@@ -63,7 +64,6 @@ def chat_command(
 
 
 def _load_model(spec: str) -> Model:
-    from toolweave.models import infer_model
 
     try:
         return infer_model(spec)
@@ -84,7 +84,6 @@ def _load_model(spec: str) -> Model:
 
 
 def _load_tools(spec: str | None) -> Any:
-    from toolweave.tools._toolset import Toolset
 
     if spec is None:
         return ()

@@ -12,15 +12,21 @@ from typing import Any, Literal
 
 import anyio
 
+from toolweave._version import __version__
 from toolweave.exceptions import RunError, ToolConfigurationError, UnknownToolError, UserError
 from toolweave.mcp._content import InvalidNamePolicy, adapt_names, to_tool_result
 from toolweave.mcp._meta import McpMetaConverter, MetaConverterLike, meta_for_call
 from toolweave.mcp._sdk import require_mcp
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
-from toolweave.tools._toolset import Toolset
+from toolweave.tools import (
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    Toolset,
+    load_arguments,
+)
 
 __all__ = ('McpTool', 'McpToolset', 'mcp_tool_not_found')
 
@@ -328,8 +334,6 @@ def _describe(server: Any) -> str:
 
 def _client_info() -> Any:
     from mcp_types import Implementation
-
-    from toolweave import __version__
 
     return Implementation(name='toolweave', version=__version__)
 

@@ -11,8 +11,8 @@ from typing import Any, Literal, TypeAlias
 from pydantic_core import to_jsonable_python
 
 from toolweave.exceptions import ToolNameError
+from toolweave.tools import ToolResult
 from toolweave.tools._definition import NAME_PATTERN
-from toolweave.tools._result import ToolResult
 
 __all__ = ('InvalidNamePolicy', 'adapt_names', 'render_content', 'structured_value', 'to_tool_result')
 

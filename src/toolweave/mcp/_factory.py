@@ -6,15 +6,12 @@ import re
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolweave.exceptions import UserError
 from toolweave.mcp._client import McpTool, McpToolset, mcp_tool_not_found
-from toolweave.tools._tool import Tool
-from toolweave.tools._toolset import Toolset
-
-if TYPE_CHECKING:
-    from toolweave.progressive import UnfoldingTool
+from toolweave.progressive import UnfoldingTool
+from toolweave.tools import Tool, Toolset
 
 __all__ = ('McpToolFactory',)
 
@@ -148,6 +145,4 @@ class McpToolFactory:
 
 
 def _facade(name: str, description: str, tools: Toolset, options: dict[str, Any]) -> UnfoldingTool:
-    from toolweave.progressive import UnfoldingTool
-
     return UnfoldingTool.of(name, description, tools.tools, **options)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.tools._context import ToolCallContext
+from toolweave.tools import ToolCallContext
 
 __all__ = ('McpMetaConverter', 'MetaConverterLike', 'context_from_meta', 'is_reserved_meta_key', 'meta_for_call')
 

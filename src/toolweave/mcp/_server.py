@@ -14,13 +14,12 @@ from typing import Any
 
 import anyio
 
+from toolweave._version import __version__
 from toolweave.exceptions import ToolweaveError
 from toolweave.mcp._content import structured_value
 from toolweave.mcp._meta import context_from_meta
 from toolweave.mcp._sdk import require_mcp
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._toolset import Toolset, ToolsetItem
+from toolweave.tools import ToolDefinition, ToolResult, Toolset, ToolsetItem
 
 __all__ = ('mcp_server', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
 
@@ -48,8 +47,6 @@ def mcp_server(
     from mcp import MCPError
     from mcp.server.lowlevel import Server
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    from toolweave import __version__
 
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
 

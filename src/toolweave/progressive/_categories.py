@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from toolweave._json import loads_object
 from toolweave.exceptions import UserError
-from toolweave.progressive._unfolding import json_object
-from toolweave.tools._programmatic import Parameter
-from toolweave.tools._tool import Tool
+from toolweave.progressive._inner import resolve_tools
+from toolweave.tools import Parameter, Tool
 
 if TYPE_CHECKING:
     from toolweave.progressive._unfolding import UnfoldingTool
@@ -24,7 +24,7 @@ def category_description(categories: Iterable[str]) -> str:
 def extract_category(raw: str, parameter: str) -> str | None:
     """The category named in a raw JSON input, or `None` for blank or invalid JSON, a non-object, a missing key
     or a non-string value (UF-16)."""
-    loaded = json_object(raw)
+    loaded = loads_object(raw)
     if loaded is None:
         return None
     value = loaded.get(parameter)
@@ -42,8 +42,6 @@ def category_facade(
     child_tool_usage_notes: str | None,
     exclusive: bool,
 ) -> UnfoldingTool:
-    from toolweave.progressive._unfolding import resolve_tools
-
     where = f'unfolding tool {name!r}'
     if not isinstance(tools_by_category, Mapping) or not tools_by_category:
         raise UserError(f'tools_by_category of {where} must be a non-empty dict of category name -> tools, got '

@@ -1,4 +1,5 @@
-"""Fakes for tests and benchmarks: fake tools with latency and failure knobs, scripted models."""
+"""Fakes for tests and benchmarks: fake tools with latency and failure knobs, a recording reviewer, scripted models,
+and the token estimate they report. The demo scenarios are in `toolweave.testing.scenarios`."""
 
 from __future__ import annotations
 
@@ -17,14 +18,18 @@ from toolweave.testing._reviewers import RecordingReviewHandler
 
 # --- fake models (agent) ---
 from toolweave.testing._models import (
+    CHARS_PER_TOKEN,
     FunctionModel,
     ModelRequest,
     ScriptedModel,
     estimate_tokens,
     estimate_usage,
+    serialize_messages,
+    serialize_tools,
 )
 
 __all__ = (
+    'CHARS_PER_TOKEN',
     'concat_tool',
     'echo_tool',
     'estimate_tokens',
@@ -37,4 +42,6 @@ __all__ = (
     'non_json_output',
     'RecordingReviewHandler',
     'ScriptedModel',
+    'serialize_messages',
+    'serialize_tools',
 )

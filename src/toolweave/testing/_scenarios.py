@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from toolweave.agent import Agent, AgentRunResult
-from toolweave.models._base import Message, ToolMessage
+from toolweave.models import Message, ToolMessage
 from toolweave.testing._fake_tools import FakeTool
 from toolweave.testing._models import FunctionModel
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._tool import Tool
+from toolweave.tools import Tool, ToolDefinition
 
 __all__ = ('MODES', 'SCENARIOS', 'Mode', 'Scenario', 'ScenarioRun', 'Step', 'run_scenario', 'scenario_by_name')
 
