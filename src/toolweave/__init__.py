@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging as _logging
 
 from toolweave._public import present as _present
-from toolweave._version import __version__
+from toolweave._version import __version__ as __version__
 
 # --- errors ---------------------------------------------------------------------------------------------------
 from toolweave.exceptions import (

@@ -3,6 +3,7 @@ hook and the unfolding strategy, sub-agents and the blackboard sink."""
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.agent._agent import MAX_DEPTH, Agent, AgentRunResult
 from toolweave.agent._blackboard import Blackboard, BlackboardEntry
 from toolweave.agent._events import (
@@ -23,7 +24,6 @@ from toolweave.agent._subagent import SubAgentTool
 from toolweave.agent._unfolding import UnfoldingInjectionStrategy
 
 __all__ = (
-    'MAX_DEPTH',
     'Agent',
     'AgentEvent',
     'AgentProcess',
@@ -32,13 +32,16 @@ __all__ = (
     'BlackboardEntry',
     'BlackboardSink',
     'Budget',
+    'current_process',
     'EventHub',
     'FinishReason',
+    'MAX_DEPTH',
     'MessageEvent',
     'PlanStepFinished',
     'PlanStepStarted',
     'ProcessStatus',
     'ProgressEvent',
+    'publish_to_blackboard',
     'RunUsage',
     'SubAgentTool',
     'ToolCallFinished',
@@ -48,6 +51,6 @@ __all__ = (
     'ToolInjection',
     'ToolInjectionStrategy',
     'UnfoldingInjectionStrategy',
-    'current_process',
-    'publish_to_blackboard',
 )
+
+_present('toolweave.agent', __all__, globals())

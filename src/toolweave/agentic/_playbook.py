@@ -33,7 +33,7 @@ from toolweave.agentic._conditions import (
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
 from toolweave.progressive import UnfoldingTool
-from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, ToolsetItem
 
 __all__ = ('LOCKED_PREFIX', 'LockedTool', 'PlaybookTool', 'ToolRegistration', 'default_playbook_prompt')
 
@@ -211,7 +211,7 @@ class PlaybookTool(ToolListAgenticTool):
     def _all_static(self) -> list[Tool]:
         return [*self.tools, *(locked.tool for locked in self.locked_tools)]
 
-    def with_tools(self, *tools: Any) -> PlaybookTool:
+    def with_tools(self, *tools: ToolsetItem) -> PlaybookTool:
         """A copy with more always-available sub-tools."""
         added = (*self.tools, *resolve_tools(tools, f'with_tools of PlaybookTool {self.name!r}'))
         check_unique([*added, *(locked.tool for locked in self.locked_tools)], f'PlaybookTool {self.name!r}')
@@ -224,7 +224,7 @@ class PlaybookTool(ToolListAgenticTool):
     def with_tool_objects(self, *objects: object) -> PlaybookTool:
         return self.with_tools(*object_tools(objects))
 
-    def with_tool(self, tool: Any) -> ToolRegistration:
+    def with_tool(self, tool: ToolsetItem) -> ToolRegistration:
         """Start registering a locked sub-tool; finish with one of the `ToolRegistration` forms."""
         resolved = resolve_tools([tool], f'with_tool of PlaybookTool {self.name!r}')
         if len(resolved) != 1:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from toolweave.agent import current_process
 from toolweave.agentic._base import (
     NO_PROCESS,
@@ -14,7 +12,7 @@ from toolweave.agentic._base import (
     object_tools,
     resolve_tools,
 )
-from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolResult
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolResult, ToolsetItem
 
 __all__ = ('SimpleAgenticTool',)
 
@@ -47,7 +45,7 @@ class SimpleAgenticTool(ToolListAgenticTool):
 
     kind = 'SimpleAgenticTool'
 
-    def with_tools(self, *tools: Any) -> SimpleAgenticTool:
+    def with_tools(self, *tools: ToolsetItem) -> SimpleAgenticTool:
         """A copy with more sub-tools (tools, functions or objects with `@tool` methods)."""
         added = (*self.tools, *resolve_tools(tools, f'with_tools of SimpleAgenticTool {self.name!r}'))
         check_unique(added, f'SimpleAgenticTool {self.name!r}')

@@ -21,7 +21,16 @@ from toolweave.agentic._base import (
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
 from toolweave.models import Model, ModelSettings
-from toolweave.tools import Parameter, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult
+from toolweave.tools import (
+    Parameter,
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    ToolsetItem,
+)
 
 __all__ = ('StateBuilder', 'StateMachineTool', 'StateToolRegistration', 'default_state_machine_prompt')
 
@@ -163,11 +172,11 @@ class StateMachineTool(AgenticTool, Generic[S]):
         """Start registering tools available in `state`."""
         return StateBuilder(self._check_state(state, 'registration'), self)
 
-    def with_global_tool(self, tool: Any) -> StateMachineTool[S]:
+    def with_global_tool(self, tool: ToolsetItem) -> StateMachineTool[S]:
         """A copy with one more tool available in every state."""
         return self.with_global_tools(tool)
 
-    def with_global_tools(self, *tools: Any) -> StateMachineTool[S]:
+    def with_global_tools(self, *tools: ToolsetItem) -> StateMachineTool[S]:
         """A copy with more tools available in every state."""
         added = (*self.global_tools, *resolve_tools(tools, f'with_global_tools of StateMachineTool {self.name!r}'))
         check_unique([*(tool for _, tool, _ in self.state_tools), *added], f'StateMachineTool {self.name!r}')
@@ -249,7 +258,7 @@ class StateBuilder(Generic[S]):
         self.state = state
         self.machine = machine
 
-    def with_tool(self, tool: Any) -> StateToolRegistration[S]:
+    def with_tool(self, tool: ToolsetItem) -> StateToolRegistration[S]:
         """Register a tool in this state; chain `.transitions_to(target)` to make it move the state."""
         resolved = resolve_tools([tool], f'with_tool of StateMachineTool {self.machine.name!r}')
         if len(resolved) != 1:
@@ -260,7 +269,7 @@ class StateBuilder(Generic[S]):
     def in_state(self, state: S) -> StateBuilder[S]:
         return self.machine.in_state(state)
 
-    def with_global_tool(self, tool: Any) -> StateMachineTool[S]:
+    def with_global_tool(self, tool: ToolsetItem) -> StateMachineTool[S]:
         return self.machine.with_global_tool(tool)
 
     def build(self) -> StateMachineTool[S]:
@@ -280,7 +289,7 @@ class StateToolRegistration(Generic[S]):
         """After a successful call the state moves to `target` (a failure does not move it)."""
         return StateBuilder(self.state, self.machine._add_state_tool(self.state, self.tool, target))
 
-    def with_tool(self, tool: Any) -> StateToolRegistration[S]:
+    def with_tool(self, tool: ToolsetItem) -> StateToolRegistration[S]:
         return StateBuilder(self.state, self.machine._add_state_tool(self.state, self.tool, None)).with_tool(tool)
 
     def in_state(self, state: S) -> StateBuilder[S]:

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.approval._console import ConsoleReviewHandler, console_lock
 from toolweave.approval._gate import current_review_handlers, request_approval, review_options, use_review_handler
 from toolweave.approval._handlers import (
@@ -46,8 +47,6 @@ from toolweave.approval._model import (
 from toolweave.approval._wrapper import ApprovalRequiredTool, requires_approval
 
 __all__ = (
-    'DEFAULT_ON_TIMEOUT',
-    'DEFAULT_TIMEOUT',
     'ApprovalLog',
     'ApprovalRecord',
     'ApprovalRequiredTool',
@@ -55,10 +54,12 @@ __all__ = (
     'AutoApproveHandler',
     'CallbackReviewHandler',
     'check_review_handler',
-    'ConsoleReviewHandler',
     'console_lock',
+    'ConsoleReviewHandler',
     'current_approval_log',
     'current_review_handlers',
+    'DEFAULT_ON_TIMEOUT',
+    'DEFAULT_TIMEOUT',
     'describe_arguments',
     'OnTimeout',
     'record_approvals',
@@ -72,3 +73,5 @@ __all__ = (
     'RuleBasedReviewHandler',
     'use_review_handler',
 )
+
+_present('toolweave.approval', __all__, globals())

@@ -12,6 +12,7 @@ run each answers with a fixed sentence instead of failing.
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.builtins._blackboard_tools import (
     BlackboardEntryFormatter,
     HasContent,
@@ -24,20 +25,18 @@ from toolweave.builtins._process_tools import ModelPrice, process_tools
 from toolweave.builtins._progress import USER_OUTPUT_KEY, communicate_tool, progress_tool
 
 __all__ = (
-    'USER_OUTPUT_KEY',
+    'blackboard_facade',
+    'blackboard_tools',
     'BlackboardEntryFormatter',
+    'communicate_tool',
+    'format_blackboard_entry',
     'HasContent',
     'HasInfoString',
     'ModelPrice',
-    'blackboard_facade',
-    'blackboard_tools',
-    'communicate_tool',
-    'format_blackboard_entry',
     'process_tools',
     'process_tools_facade',
     'progress_tool',
+    'USER_OUTPUT_KEY',
 )
 
-# reprs and docs show the public path (`ModelPrice` is also exported at the top level)
-ModelPrice.__module__ = 'toolweave'
-HasContent.__module__ = HasInfoString.__module__ = 'toolweave.builtins'
+_present('toolweave.builtins', __all__, globals())

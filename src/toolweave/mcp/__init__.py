@@ -10,6 +10,7 @@ SDK is loaded when a toolset or server is built.
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.mcp._client import McpTool, McpToolset
 from toolweave.mcp._content import InvalidNamePolicy
 from toolweave.mcp._factory import McpToolFactory
@@ -17,21 +18,19 @@ from toolweave.mcp._meta import McpMetaConverter, MetaConverterLike, context_fro
 from toolweave.mcp._server import mcp_server, serve_http, serve_stdio, serve_stdio_sync, streamable_http_app
 
 __all__ = (
+    'context_from_meta',
     'InvalidNamePolicy',
+    'is_reserved_meta_key',
+    'mcp_server',
     'McpMetaConverter',
     'McpTool',
     'McpToolFactory',
     'McpToolset',
     'MetaConverterLike',
-    'context_from_meta',
-    'is_reserved_meta_key',
-    'mcp_server',
     'serve_http',
     'serve_stdio',
     'serve_stdio_sync',
     'streamable_http_app',
 )
 
-for _cls in (McpMetaConverter, McpToolFactory, McpToolset):
-    _cls.__module__ = 'toolweave'  # reprs and docs show the public path
-del _cls
+_present('toolweave.mcp', __all__, globals())

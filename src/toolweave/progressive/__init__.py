@@ -6,6 +6,7 @@ The facades, their guide and context tools and the `@unfolding_tools` class deco
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.progressive._decorator import tools_from_instance, unfolding_tools
 from toolweave.progressive._guide import UnfoldingContextTool, UnfoldingGuideTool
 from toolweave.progressive._introspect import UnfoldingSpec
@@ -15,10 +16,12 @@ __all__ = (
     'record_unfoldings',
     'Selector',
     'tools_from_instance',
+    'unfolding_tools',
     'UnfoldingContextTool',
     'UnfoldingGuideTool',
     'UnfoldingSelection',
     'UnfoldingSpec',
     'UnfoldingTool',
-    'unfolding_tools',
 )
+
+_present('toolweave.progressive', __all__, globals())

@@ -3,6 +3,8 @@ and the token estimate they report. The demo scenarios are in `toolweave.testing
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
+
 # --- fake tools (foundation) ---
 from toolweave.testing._fake_tools import (
     FakeCall,
@@ -45,3 +47,5 @@ __all__ = (
     'serialize_messages',
     'serialize_tools',
 )
+
+_present('toolweave.testing', __all__, globals())

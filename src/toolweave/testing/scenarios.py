@@ -3,6 +3,7 @@ with parallel calls, and with one plan, by scripted models over fake tools with 
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.testing._scenarios import (
     DEFAULT_LLM_LATENCY,
     DEFAULT_TOOL_LATENCY,
@@ -30,3 +31,5 @@ __all__ = (
     'SCENARIOS',
     'Step',
 )
+
+_present('toolweave.testing.scenarios', __all__, globals())

@@ -3,6 +3,7 @@ wrap one (`DelegatingTool`), and `Toolset`, which resolves many into unique name
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.tools._arguments import ArgumentsError, ToolArguments, load_arguments, text_input
 from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
@@ -17,16 +18,23 @@ from toolweave.tools._toolset import ToolPredicate, Toolset, ToolsetItem
 from toolweave.tools._wrappers import DelegatingTool, renamed, with_description, with_note
 
 __all__ = (
-    'GLOBAL_METRICS',
-    'LOOP_ID_KEY',
     'ArgumentsError',
+    'check_tool_name',
     'DelegatingTool',
+    'function_tool',
     'FunctionTool',
+    'GLOBAL_METRICS',
+    'load_arguments',
+    'LOOP_ID_KEY',
+    'output_text',
     'Parameter',
     'ParameterType',
     'ProgrammaticTool',
+    'renamed',
+    'text_input',
     'TextTool',
     'Tool',
+    'tool',
     'ToolArguments',
     'ToolCallContext',
     'ToolDefinition',
@@ -36,20 +44,15 @@ __all__ = (
     'ToolMetrics',
     'ToolPredicate',
     'ToolResult',
-    'ToolStats',
-    'Toolset',
-    'ToolsetItem',
-    'TypedTool',
-    'check_tool_name',
-    'function_tool',
-    'load_arguments',
-    'output_text',
-    'renamed',
-    'text_input',
-    'tool',
     'tools_from',
     'tools_from_safely',
+    'Toolset',
+    'ToolsetItem',
+    'ToolStats',
+    'TypedTool',
     'use_metrics',
     'with_description',
     'with_note',
 )
+
+_present('toolweave.tools', __all__, globals())
