@@ -316,7 +316,7 @@ async def test_rule_predicate_that_raises_rejects() -> None:
     (lambda: RuleBasedReviewHandler([], default='ask'), UserError, "default must be 'approve'"),  # type: ignore[arg-type]
     (lambda: ReviewDecision('maybe'), UserError, 'kind must be one of'),  # type: ignore[arg-type]
     (lambda: ReviewDecision('edit'), UserError, 'needs the revised input'),
-    (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be > 0'),
+    (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be a number of seconds > 0'),
     (lambda: requires_approval(gated_echo(), on_timeout='wait'), ToolConfigurationError,  # type: ignore[call-overload]
      'on_timeout'),
     (lambda: requires_approval(42), UserError, 'needs a Tool or a function'),  # type: ignore[call-overload]

@@ -274,7 +274,7 @@ def test_bad_options_are_rejected_with_the_fix() -> None:
         McpToolset.stdio('server', '--x')
     with pytest.raises(UserError, match='must start with http'):
         McpToolset.http('localhost:8000/mcp')
-    with pytest.raises(UserError, match='timeout of McpToolset must be > 0'):
+    with pytest.raises(UserError, match=r'timeout of McpToolset \(None: no limit\) must be a number of seconds > 0'):
         McpToolset(raw_server(), timeout=0)
     with pytest.raises(UserError, match="invalid_names of McpToolset must be 'adapt' or 'reject'"):
         McpToolset(raw_server(), invalid_names='rename')  # type: ignore[arg-type]

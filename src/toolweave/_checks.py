@@ -18,10 +18,12 @@ def check_number(
     maximum: float | None = None,
     optional: bool = False,
     unit: str = '',
+    error: type[UserError] = UserError,
 ) -> None:
     """Raise `UserError` unless `value` is a number (an `int` when `integer`) of at least `minimum` (more than it
     when `exclusive`) and at most `maximum`, or `None` when `optional`. Booleans are never numbers here. `unit`
-    names what the number counts in the message (`seconds`).
+    names what the number counts in the message (`seconds`); `error` is the `UserError` subclass to raise (a
+    `ToolConfigurationError` for a setting checked while a call runs, so it propagates out of the call).
 
     ```python
     try:
@@ -41,4 +43,4 @@ def check_number(
     if not ok:
         bound = f'{">" if exclusive else ">="} {minimum:g}' + ('' if maximum is None else f' and <= {maximum:g}')
         kind = ('an int' if integer else 'a number') + (f' of {unit}' if unit else '')
-        raise UserError(f'{name} must be {kind} {bound}{" or None" if optional else ""}, got {value!r}.')
+        raise error(f'{name} must be {kind} {bound}{" or None" if optional else ""}, got {value!r}.')

@@ -16,6 +16,7 @@ import anyio.to_thread
 from toolweave._json import loads_object
 from toolweave.approval._model import ReviewDecision, ReviewRequest
 from toolweave.exceptions import ToolConfigurationError, UserError
+from toolweave.tools._callables import is_async_callable
 
 __all__ = (
     'ApprovalRule',
@@ -126,8 +127,7 @@ class CallbackReviewHandler:
         if not callable(callback):
             raise UserError(f'CallbackReviewHandler needs a callable, got {type(callback).__name__}: {callback!r}.')
         self._callback = callback
-        self._is_async = inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
-            type(callback).__call__)
+        self._is_async = is_async_callable(callback)
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
         if self._is_async:

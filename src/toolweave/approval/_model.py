@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolweave._checks import check_number
 from toolweave._json import compact
 from toolweave.exceptions import ToolConfigurationError, UserError
 from toolweave.tools import ToolArguments, ToolCallContext
@@ -44,8 +45,8 @@ def describe_arguments(arguments: ToolArguments) -> str:
 
 def check_options(where: str, timeout: object, on_timeout: object) -> None:
     """Raise `ToolConfigurationError` unless `timeout` is > 0 seconds or None and `on_timeout` is a known action."""
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-        raise ToolConfigurationError(f'Review timeout of {where!r} must be > 0 seconds or None, got {timeout!r}.')
+    check_number(timeout, f'Review timeout of {where!r}', exclusive=True, optional=True, unit='seconds',
+                 error=ToolConfigurationError)
     if on_timeout not in _ON_TIMEOUT:
         raise ToolConfigurationError(f'on_timeout of {where!r} must be one of {_ON_TIMEOUT}, got {on_timeout!r}.')
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import anyio
 
+from toolweave._checks import check_number
 from toolweave._version import __version__
 from toolweave.exceptions import RunError, ToolConfigurationError, UnknownToolError, UserError
 from toolweave.mcp._content import InvalidNamePolicy, adapt_names, to_tool_result
@@ -137,8 +138,7 @@ class McpToolset(Toolset):
     ) -> None:
         super().__init__()
         require_mcp()
-        if timeout is not None and not timeout > 0:
-            raise UserError(f'timeout of McpToolset must be > 0 seconds, got {timeout!r}. Use `None` for no limit.')
+        check_number(timeout, 'timeout of McpToolset (None: no limit)', exclusive=True, optional=True, unit='seconds')
         if invalid_names not in ('adapt', 'reject'):
             raise UserError(f"invalid_names of McpToolset must be 'adapt' or 'reject', got {invalid_names!r}.")
         if mode not in ('auto', 'legacy'):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
+from toolweave._json import compact
 from toolweave.exceptions import ToolNameError
 from toolweave.tools import ToolResult
 from toolweave.tools._definition import NAME_PATTERN
@@ -56,7 +56,7 @@ def to_tool_result(result: Any) -> ToolResult:
     if structured is None:
         return ToolResult.success(text)
     if not text:
-        text = json.dumps(structured, separators=(',', ':'), ensure_ascii=False)
+        text = compact(structured)
     return ToolResult.success(text, structured)
 
 

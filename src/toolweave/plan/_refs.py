@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeAlias
 
+from toolweave._json import compact
+
 __all__ = (
     'EMBEDDED',
     'ID_PATTERN',
@@ -207,4 +209,4 @@ def splice_text(value: Any) -> str:
     """How a value reads inside a longer string: strings raw, everything else compact JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(',', ':'), ensure_ascii=False, default=str)
+    return compact(value)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from toolweave._json import compact
 from toolweave.agent import Agent, AgentRunResult
 from toolweave.models import Message, ToolMessage
 from toolweave.testing._fake_tools import FakeTool
@@ -160,7 +161,7 @@ def tool_by_tool_replies(scenario: Scenario, *, parallel: bool = False) -> Calla
 def plan_replies(scenario: Scenario) -> Callable[..., object]:
     """The reply function of a planning model: one `execute_tool_plan` call, then the answer from its summary."""
     plan = {
-        'steps': [{'id': s.id, 'tool': s.tool, 'arguments': json.dumps(s.arguments, separators=(',', ':'))}
+        'steps': [{'id': s.id, 'tool': s.tool, 'arguments': compact(s.arguments)}
                   for s in scenario.steps],
         'output_steps': list(scenario.output_steps),
     }
