@@ -579,3 +579,44 @@ async def test_a_plans_own_auto_approver_does_not_override_a_rejecting_reviewer(
 async def test_asking_from_a_tool_body_with_no_reviewer_is_a_configuration_error() -> None:
     with pytest.raises(ToolConfigurationError, match='no ReviewHandler is configured'):
         await request_approval('send email: hello', tool_name='send_email')
+
+
+async def test_nested_reviewers_review_innermost_first_and_an_edit_reaches_the_next() -> None:
+    outer, inner = Recorder(), Recorder(ReviewDecision.edit('safer.txt'))
+    with record_approvals() as log, use_review_handler(outer), use_review_handler(inner):
+        assert (await gated_echo().call('notes.txt')).output == 'wrote safer.txt'
+    assert [r.arguments for r in inner.requests] == ['notes.txt']
+    assert [(r.arguments, r.description) for r in outer.requests] == [('safer.txt', 'write_file: safer.txt')]
+    assert [(r.handler, r.outcome) for r in log] == [('Recorder', 'edited'), ('Recorder', 'approved')]
+
+
+async def test_an_inner_rejection_stops_before_the_outer_reviewer_is_asked() -> None:
+    outer, inner = Recorder(), Recorder(ReviewDecision.reject('policy'))
+    with use_review_handler(outer), use_review_handler(inner):
+        assert (await gated_echo().call('x')).error == 'Rejected by reviewer: x (policy)'
+    assert outer.requests == []
+
+
+async def test_a_sub_agents_own_auto_approver_does_not_override_the_parents_rejecting_reviewer() -> None:
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    gated = gated_echo('write')
+    child = Agent(ScriptedModel([{'tool': 'write', 'arguments': {'input': 'x'}}, 'child done']), tools=[gated],
+                  name='child', review_handler=AutoApproveHandler())
+    parent_reviewer = Recorder(ReviewDecision.reject('not from a sub-agent'))
+    parent = Agent(ScriptedModel([{'tool': 'child', 'arguments': {'prompt': 'write it'}}, 'parent done']),
+                   tools=[child.as_tool()], review_handler=parent_reviewer)
+    result = await parent.run('go')
+    decisions = [(record.handler, record.outcome) for record in result.approvals if record.tool_name == 'write']
+    assert decisions == [('AutoApproveHandler', 'approved'), ('Recorder', 'rejected')]  # innermost first
+    assert [r.tool_name for r in parent_reviewer.requests] == ['write']
+
+
+async def test_the_current_reviewers_are_listed_outermost_first() -> None:
+    from toolweave.approval import current_review_handlers
+
+    first, second = Recorder(), AutoApproveHandler()
+    assert current_review_handlers() == ()
+    with use_review_handler(first), use_review_handler(None), use_review_handler(second):
+        assert current_review_handlers() == (first, second)

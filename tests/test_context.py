@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from toolweave import DelegatingTool, OneShotPerLoopTool, Tool, ToolCallContext, Toolset, tool, with_description
+from toolweave import (
+    DelegatingTool,
+    OneShotPerLoopTool,
+    TextTool,
+    Tool,
+    ToolCallContext,
+    Toolset,
+    tool,
+    with_description,
+)
 from toolweave.testing import FakeTool
 
 pytestmark = pytest.mark.anyio
@@ -158,3 +169,52 @@ async def test_decorators_forward_the_context_unchanged(decorate: Callable[[Tool
     assert fake.calls[0].context is ctx
     await decorated.call('{}')
     assert fake.calls[1].context is ToolCallContext.EMPTY
+
+
+# --- one rule for where a function receives the context --------------------------------------------------------
+
+
+class Query(BaseModel):
+    q: str
+
+
+async def test_one_rule_decides_which_handlers_receive_the_context() -> None:
+    ctx = ToolCallContext.of(tenant='acme')
+    seen: dict[str, object] = {}
+
+    def required(args: dict[str, Any], context: ToolCallContext) -> str:
+        seen['required'] = context
+        return 'ok'
+
+    def optional(args: dict[str, Any], extra: object = None) -> str:  # an optional parameter keeps its default
+        seen['optional'] = extra
+        return 'ok'
+
+    def annotated(args: dict[str, Any], ctx: ToolCallContext | None = None) -> str:  # the annotation decides
+        seen['annotated'] = ctx
+        return 'ok'
+
+    def keyword(args: dict[str, Any], *, context: ToolCallContext) -> str:
+        seen['keyword'] = context
+        return 'ok'
+
+    for handler in (required, optional, annotated, keyword):
+        await Tool.create(handler.__name__, 'd', handler).call('{}', ctx)
+    assert seen == {'required': ctx, 'optional': None, 'annotated': ctx, 'keyword': ctx}
+
+    texts: dict[str, object] = {}
+    await TextTool.from_function('t1', 'd', lambda text, context: texts.setdefault('required', context)).call('x', ctx)
+    await TextTool.from_function('t2', 'd', lambda text, extra=None: texts.setdefault('optional', extra)).call('x', ctx)
+    assert texts == {'required': ctx, 'optional': None}
+
+
+async def test_a_typed_handler_with_an_optional_context_gets_the_model() -> None:
+    def lookup(query: Query, ctx: ToolCallContext | None = None) -> str:
+        assert isinstance(query, Query)
+        return f'{query.q}@{ctx.get("tenant") if ctx is not None else None}'
+
+    created = Tool.create('lookup', 'Look up.', lookup)
+    decorated = tool(lookup)
+    for made in (created, decorated):
+        result = await made.call('{"query": {"q": "x"}}' if made is decorated else '{"q": "x"}', {'tenant': 'acme'})
+        assert result.output == 'x@acme', made

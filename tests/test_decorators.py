@@ -497,3 +497,81 @@ def test_loop_memo_matches_a_reference_model(capacity: int, ids: list[str | None
                 remembered.pop(0)
         assert memo.first_call(loop_id) is expected
     assert len(memo) == len(remembered)
+
+
+# --- sink filters, sink targets, plain values as artifacts -------------------------------------------------------
+
+
+async def test_the_filter_runs_after_the_type_check_and_before_the_transform() -> None:
+    transformed: list[object] = []
+
+    def name_of(animal: Animal) -> str:
+        transformed.append(animal)
+        return animal.name
+
+    sink = ListSink()
+    items = [Dog('rex'), Dog('fido'), Animal('cat'), 'text']
+    result = await ArtifactSinkingTool(FakeTool('t', items), sink, type=Animal, filter=lambda a: a.name != 'fido',
+                                       transform=name_of).call()
+    assert result.ok and sink.items() == ['rex', 'cat']
+    assert transformed == [items[0], items[2]]  # the transform never saw what the filter dropped
+
+
+async def test_a_filter_alone_keeps_the_items_as_they_are() -> None:
+    sink = ListSink()
+    await ArtifactSinkingTool(FakeTool('t', [{'score': 0.9}, {'score': 0.2}]), sink,
+                              filter=lambda hit: hit['score'] > 0.5).call()
+    assert sink.items() == [{'score': 0.9}]
+
+
+async def test_a_failing_filter_is_a_failure_that_names_it() -> None:
+    def broken(item: object) -> bool:
+        raise KeyError('score')
+
+    sink = ListSink()
+    result = await ArtifactSinkingTool(FakeTool('find', [{'a': 1}]), sink, filter=broken).call()
+    assert result.error is not None and 'KeyError' in result.error and 'filter' in result.error
+    assert sink.items() == []
+    with pytest.raises(UserError, match='filter of ArtifactSinkingTool'):
+        ArtifactSinkingTool(FakeTool('t'), ListSink(), filter='big')  # type: ignore[arg-type]
+
+
+def test_a_list_sink_fills_the_list_it_is_given() -> None:
+    found: list[Any] = ['already here']
+    sink = ListSink(found)
+    sink.accept(1)
+    assert found == ['already here', 1] and sink.items() == ['already here', 1]
+    with pytest.raises(UserError, match='ListSink fills a list'):
+        ListSink('not a list')  # type: ignore[arg-type]
+
+
+async def test_a_composite_sink_takes_its_sinks_as_a_list_too() -> None:
+    a, b = ListSink(), ListSink()
+    await ArtifactSinkingTool(FakeTool('t', [{'k': 1}]), CompositeSink([a, b])).call()
+    assert a.items() == b.items() == [{'k': 1}]
+    assert len(CompositeSink([]).sinks) == 0 and len(CompositeSink((a,)).sinks) == 1
+    with pytest.raises(UserError, match='CompositeSink sink #1'):
+        CompositeSink([a, 'nope'])  # type: ignore[list-item]
+
+
+async def test_a_plain_value_given_as_the_result_value_is_an_artifact() -> None:
+    @tool
+    def capture() -> ToolResult:
+        """Capture a page."""
+        return ToolResult.success('content', 'captured')
+
+    @tool
+    def count() -> int:
+        """Count things."""
+        return 3
+
+    @tool
+    def keep_quiet() -> ToolResult:
+        """Return a value that is not an artifact."""
+        return ToolResult.success('3 rows', 3, artifact=False)
+
+    sink = ListSink()
+    for source in (capture, count, keep_quiet):
+        await ArtifactSinkingTool(source, sink).call()
+    assert sink.items() == ['captured']  # a returned number is a value, not an artifact
+    assert (await count.call()).value == 3 and (await keep_quiet.call()).value == 3

@@ -423,3 +423,38 @@ async def test_unfolded_tools_count_as_calls() -> None:
     playbook = PlaybookTool('p', 'd', model=inner, tools=[group]).with_tool(analyze).unlocked_by(search)
     await run_inside(playbook.with_tools(make('unused')))
     assert tool_outputs(inner)[-2:] == ['search ok', 'analyze ok']
+
+
+# --- the curried form with an artifact class; plain values as artifacts ------------------------------------------
+
+
+def test_the_curried_form_takes_artifact_classes_and_tools() -> None:
+    base = PlaybookTool('p', 'd')
+    by_class = base.with_tool(report)(Doc).locked_tools[0].condition
+    assert isinstance(by_class, OnArtifact) and by_class.type is Doc
+    by_name = base.with_tool(report)('search').locked_tools[0].condition
+    assert isinstance(by_name, AfterTools) and by_name.names == ('search',)
+    both = base.with_tool(report)(search, Doc).locked_tools[0].condition
+    assert isinstance(both, AllOf)
+    assert [type(c).__name__ for c in both.conditions] == ['AfterTools', 'OnArtifact']
+
+
+async def test_a_tool_unlocked_by_an_artifact_class_through_the_curried_form() -> None:
+    inner = ScriptedModel([call('report'), call('write'), call('report'), 'done'])
+    playbook = (PlaybookTool('p', 'd', model=inner).with_tools(make('write', Doc('a')))
+                .with_tool(report)(Doc))
+    await run_inside(playbook)
+    assert calls == ['write', 'report']  # the first `report` call was refused: no Doc yet
+
+
+async def test_a_plain_value_marked_as_an_artifact_is_packaged_and_unlocks() -> None:
+    @tool
+    def save() -> ToolResult:
+        """Save a draft."""
+        calls.append('save')
+        return ToolResult.success('saved', 'draft-7')
+
+    inner = ScriptedModel([call('save'), call('report'), 'done'])
+    playbook = PlaybookTool('p', 'd', model=inner).with_tools(save).with_tool(report).unlocked_by_artifact(str)
+    result, _ = await run_inside(playbook)
+    assert calls == ['save', 'report'] and result.value == 'draft-7'

@@ -177,3 +177,14 @@ async def test_blackboard_sink_in_a_tool_outside_a_run_fails_loudly() -> None:
     sinking = ArtifactSinkingTool(finder, BlackboardSink())
     with pytest.raises(ToolConfigurationError, match='No AgentProcess available for BlackboardSink'):
         await sinking.call('{}')
+
+
+async def test_publish_to_blackboard_filters_then_transforms_into_the_run_blackboard() -> None:
+    finder = FakeTool('find_users', lambda args: [User('ann'), Admin('bob'), User('cy'), 'not a user'])
+    published = toolweave.publish_to_blackboard(finder, User, filter=lambda user: user.name != 'cy',
+                                                transform=lambda user: user.name.upper(), name='who')
+    assert published.name == 'find_users' and published.definition == finder.definition
+    result = await Agent(ScriptedModel([call('find_users'), 'found']), tools=[published]).run('go')
+    assert result.process.blackboard.objects == ['ANN', 'BOB'] and result.process.blackboard.get('who') == 'BOB'
+    with pytest.raises(ToolConfigurationError, match='No AgentProcess available for BlackboardSink'):
+        await published.call('{}')  # outside a run there is no blackboard to publish to

@@ -420,6 +420,27 @@ def test_tools_from_instance_is_one_facade_or_the_methods() -> None:  # UF-22
         tools_from_instance(object())
 
 
+def test_every_way_of_listing_an_objects_tools_gives_the_facade_of_an_unfolding_class() -> None:
+    from toolweave import SimpleAgenticTool, Toolset, tools_from, tools_from_safely
+
+    instance = MixedCategoryTools()
+    for found in (tools_from(instance), tools_from_safely(instance), Toolset([instance]).tools,
+                  SimpleAgenticTool('s', 'd').with_tool_object(instance).tools):
+        assert [type(t) for t in found] == [UnfoldingTool] and found[0].name == 'mixed'
+
+    class Subclass(MixedCategoryTools):  # not decorated itself: it stands for its methods
+        pass
+
+    assert names(tools_from_safely(Subclass())) == ['read_it', 'write_it', 'describe']
+
+
+def test_with_tool_object_nests_the_facade_of_an_unfolding_class() -> None:
+    outer = UnfoldingTool.of('outer', 'Outer.', [FakeTool('a')]).with_tool_object(MixedCategoryTools())
+    assert names(outer.inner_tools) == ['a', 'mixed'] and isinstance(outer.inner_tools[1], UnfoldingTool)
+    with pytest.raises(UserError, match='neither a Tool nor has @tool'):
+        outer.with_tool_object(object())
+
+
 @unfolding_tools(name='admin_operations', description='Administrative operations.')
 class AdminTools:
     @tool(name='getStatus')

@@ -363,3 +363,59 @@ def test_docstring_example_runs_and_prints_what_it_shows(where: str, code: str) 
     with contextlib.redirect_stdout(out):
         exec(compile(code, where, 'exec'), {**vars(toolweave), '__name__': 'example'})
     assert out.getvalue().splitlines() == expected
+
+
+# --- live views ------------------------------------------------------------------------------------------------
+
+
+def test_views_read_their_toolsets_at_every_access() -> None:
+    web, local = Toolset([FakeTool('search')]), Toolset([FakeTool('clock')])
+    only_search = web.filtered(lambda t: t.name.startswith('se'))
+    prefixed = web.prefixed('web')
+    both = web.combined(local)
+    web.add(FakeTool('send'))
+    local.add(FakeTool('calendar'))
+    assert only_search.names == ['search', 'send']
+    assert prefixed.names == ['web_search', 'web_send'] and 'web_send' in prefixed
+    assert both.names == ['search', 'send', 'clock', 'calendar']
+    assert prefixed.get('web_send') is prefixed.get('web_send')  # each tool is wrapped once
+    assert prefixed.find('search') is None and both.origin('calendar').startswith('combined() #1')
+
+
+async def test_a_prefixed_view_calls_record_and_log_under_the_prefixed_name() -> None:
+    from toolweave import use_metrics
+
+    prefixed = Toolset([FakeTool('search', 'found')]).prefixed('web')
+    with use_metrics() as metrics:
+        assert (await prefixed.call('web_search')).output == 'found'
+        assert (await prefixed.call('search')).error == "Unknown tool 'search'. Available tools: web_search."
+    assert metrics.stats('web_search').calls == 1 and metrics.stats('search').calls == 0
+
+
+def test_a_clash_that_appears_later_in_a_combined_view_is_reported_when_met() -> None:
+    left, right = Toolset([FakeTool('a')]), Toolset([FakeTool('b')])
+    both = left.combined(right)
+    right.add(FakeTool('a'))
+    with pytest.raises(DuplicateToolError, match=r"'a' comes from both combined\(\) #0 .* and #1"):
+        both.names  # noqa: B018
+    with pytest.raises(DuplicateToolError):
+        both.get('a')
+
+
+def test_a_view_cannot_be_added_to() -> None:
+    view = Toolset([FakeTool('a')]).filtered(['a'])
+    with pytest.raises(UserError, match='is a view of other toolsets'):
+        view.add(FakeTool('b'))
+
+
+def test_len_and_bool_never_run_a_loader_but_lookups_do() -> None:
+    runs: list[int] = []
+
+    def loader() -> list[object]:
+        runs.append(1)
+        return [FakeTool('search')]
+
+    tools = Toolset([FakeTool('clock'), toolweave.ToolGroup('web', loader)])
+    assert (len(tools), bool(tools), bool(Toolset([toolweave.ToolGroup('w', loader)])), runs) == (1, True, True, [])
+    assert tools.prefixed('p').names == ['p_clock', 'p_search'] and runs == [1]
+    assert len(tools) == 2
