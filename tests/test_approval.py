@@ -1,5 +1,5 @@
-"""Approval gates: spec §10 (AP-1..AP-13 except the console lock, which `test_console_review.py` drives through a
-pseudo-terminal), the handlers, `requires_approval` and the approval log."""
+"""Approval gates: requests and decisions, timeouts, nested reviewers, the handlers, `requires_approval` and the
+approval log (the console handler and its lock are driven through a pseudo-terminal in `test_console_review.py`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class Recorder(RecordingReviewHandler):
 
 
 class ActionTool(TextTool):
-    """Asks for approval from its body, as seed 004's built-in tools do, then does its work."""
+    """Asks for approval from its body (before one dangerous branch, say), then does its work."""
 
     def __init__(self, name: str = 'action_tool', action: str = 'test action') -> None:
         super().__init__(name, 'asks before acting')
@@ -82,7 +82,7 @@ async def test_a_body_request_with_no_reviewer_is_a_configuration_error_that_pro
         assert (await action.call('my input')).output == 'done'
 
 
-async def test_ap3_continue_runs_with_the_original_input() -> None:
+async def test_continue_runs_with_the_original_input() -> None:
     action = ActionTool()
     with use_review_handler(Recorder()):
         assert (await action.call('my input')).output == 'done'
@@ -92,7 +92,7 @@ async def test_ap3_continue_runs_with_the_original_input() -> None:
         assert (await gated.call('{"input": "notes.txt"}')).output == 'wrote notes.txt'
 
 
-async def test_ap4_request_carries_description_timing_and_defaults() -> None:
+async def test_request_carries_description_timing_and_defaults() -> None:
     handler = Recorder()
     with use_review_handler(handler):
         await ActionTool().call('my input', {'tenant': 'acme'})
@@ -106,7 +106,7 @@ async def test_ap4_request_carries_description_timing_and_defaults() -> None:
     assert (gate.timing, gate.timeout, gate.on_timeout) == ('during_execution', 300.0, 'exit_early')
 
 
-async def test_ap5_edit_uses_the_revised_input() -> None:
+async def test_edit_uses_the_revised_input() -> None:
     action = ActionTool()
     with use_review_handler(Recorder(ReviewDecision.edit('revised content'))):
         assert (await action.call('original')).output == 'edited: revised content'
@@ -114,7 +114,7 @@ async def test_ap5_edit_uses_the_revised_input() -> None:
     assert gated.output == 'wrote revised content'
 
 
-async def test_ap5_edit_of_typed_arguments() -> None:
+async def test_edit_of_typed_arguments() -> None:
     @tool(requires_approval=True)
     def transfer(account: str, amount: int) -> str:
         """Move money."""
@@ -127,7 +127,7 @@ async def test_ap5_edit_of_typed_arguments() -> None:
     assert not invalid.ok and 'amount' in (invalid.error or '')  # the tool validates what the reviewer typed
 
 
-async def test_ap6_exit_early_is_a_rejection_failure() -> None:
+async def test_exit_early_is_a_rejection_failure() -> None:
     action = ActionTool()
     with use_review_handler(Recorder(ReviewDecision.reject())):
         result = await action.call('my input')
@@ -139,7 +139,7 @@ async def test_ap6_exit_early_is_a_rejection_failure() -> None:
     assert reasoned.text == 'Error: Rejected by reviewer: {"input":"x"} (too risky)'
 
 
-async def test_ap7_custom_timeout_and_action_reach_the_handler() -> None:
+async def test_custom_timeout_and_action_reach_the_handler() -> None:
     handler = Recorder()
     with use_review_handler(handler):
         await request_approval('wire money: 5', timeout=12.5, on_timeout='continue')
@@ -147,7 +147,7 @@ async def test_ap7_custom_timeout_and_action_reach_the_handler() -> None:
     assert [(r.timeout, r.on_timeout) for r in handler.requests] == [(12.5, 'continue'), (7, 'continue')]
 
 
-async def test_ap8_tool_that_never_asks_never_calls_the_handler() -> None:
+async def test_tool_that_never_asks_never_calls_the_handler() -> None:
     handler = Recorder()
     plain = TextTool.from_function('plain', 'no gate', str.upper)
     with use_review_handler(handler):
@@ -155,7 +155,7 @@ async def test_ap8_tool_that_never_asks_never_calls_the_handler() -> None:
     assert handler.requests == []
 
 
-async def test_ap9_gated_tool_without_handler_is_a_configuration_error() -> None:
+async def test_gated_tool_without_handler_is_a_configuration_error() -> None:
     message = "Tool 'write_file' requires approval but no ReviewHandler is configured"
     with pytest.raises(ToolConfigurationError, match=message):
         await gated_echo().call('x')
@@ -165,7 +165,7 @@ async def test_ap9_gated_tool_without_handler_is_a_configuration_error() -> None
         await Toolset([gated_echo()]).get('write_file').call('x')
 
 
-async def test_ap10_wrong_handler_type_is_a_configuration_error() -> None:
+async def test_wrong_handler_type_is_a_configuration_error() -> None:
     with pytest.raises(ToolConfigurationError, match='must be an instance of ReviewHandler'):
         with use_review_handler(object()):  # type: ignore[arg-type]
             pass  # pragma: no cover
@@ -185,7 +185,7 @@ async def test_handler_returning_something_else_is_a_configuration_error() -> No
         await gated_echo().call('x')
 
 
-async def test_ap11_value_error_in_a_gated_body_is_a_failure() -> None:
+async def test_value_error_in_a_gated_body_is_a_failure() -> None:
     def broken(text: str) -> str:
         raise ValueError('illegal state in body')
 
@@ -196,7 +196,7 @@ async def test_ap11_value_error_in_a_gated_body_is_a_failure() -> None:
 
 
 @pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
-async def test_ap12_non_console_handlers_run_concurrently(anyio_backend: str) -> None:
+async def test_non_console_handlers_run_concurrently(anyio_backend: str) -> None:
     handler = Recorder(delay=0.3)
     gated = gated_echo()
     start = perf_counter()
@@ -208,7 +208,7 @@ async def test_ap12_non_console_handlers_run_concurrently(anyio_backend: str) ->
     assert len(handler.requests) == 3
 
 
-async def test_ap13_rejection_stops_a_fail_fast_pipeline() -> None:
+async def test_rejection_stops_a_fail_fast_pipeline() -> None:
     after = TextTool.from_function('after', 'never', lambda t: pytest.fail('must not run'))
     pipeline = ToolPipeline.of(TextTool.from_function('prepare', 'p', lambda t: t + '.txt'), gated_echo(), after)
     handler = Recorder(ReviewDecision.reject())

@@ -1,10 +1,10 @@
-"""Built-in tools a model can use to look at and speak from the agent run it is part of (spec §14f).
+"""Built-in tools a model can use to look at and speak from the agent run it is part of.
 
 - `process_tools()`: `process_status`, `process_budget`, `process_cost`, `process_history`,
-  `process_tools_stats`, `process_models` (BI-1, BI-2);
+  `process_tools_stats`, `process_models`;
 - `blackboard_tools()`: `blackboard_list`, `blackboard_get`, `blackboard_last`, `blackboard_describe`,
-  `blackboard_count` (BI-3..BI-6);
-- `progress_tool()` and `communicate_tool()` (BI-7, BI-8).
+  `blackboard_count`;
+- `progress_tool()` and `communicate_tool()`.
 
 Every tool reads `current_process()` when it is called, so the same tool objects serve every run; outside a
 run each answers with a fixed sentence instead of failing.

@@ -1,7 +1,7 @@
-"""Process introspection tools (BI-1, BI-2): a model reads the state of the agent run it is part of.
+"""Process introspection tools: a model reads the state of the agent run it is part of.
 
 Each tool reads `current_process()` when it is called, so one set of tools serves every run (and every
-sub-agent run: a sub-agent sees its own process). Outside a run each returns the BI-2 sentence as text.
+sub-agent run: a sub-agent sees its own process). Outside a run each returns a fixed sentence saying so, as text.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ModelPrice:
 
 
 def process_tools(*, prices: Mapping[str, ModelPrice] | None = None) -> list[BuiltinTool]:
-    """The six process introspection tools (BI-1): `process_status`, `process_budget`, `process_cost`,
+    """The six process introspection tools: `process_status`, `process_budget`, `process_cost`,
     `process_history`, `process_tools_stats` and `process_models`. None takes arguments.
 
     Args:

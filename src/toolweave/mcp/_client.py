@@ -37,7 +37,7 @@ _State = Literal['new', 'open', 'closed']
 
 
 def mcp_tool_not_found(name: str, available: Sequence[str]) -> UnknownToolError:
-    """The error of `required_tool_by_name` (BI-9, C8): `MCP tool '<name>' not found. Available: ...`."""
+    """The error of `required_tool_by_name` `MCP tool '<name>' not found. Available: ...`."""
     error = UnknownToolError(name, list(available))
     listing = ', '.join(available) if available else '(none)'
     error.args = (f'MCP tool {name!r} not found. Available: {listing}.',)
@@ -269,7 +269,7 @@ class McpToolset(Toolset):
             )
         return self._client
 
-    # --- lookups (BI-9) -------------------------------------------------------------------------------------
+    # --- lookups -----------------------------------------------------------------------------------------
 
     def tool_by_name(self, name: str) -> Tool | None:
         """The tool with this name (toolweave's name or the server's original name), or `None`."""

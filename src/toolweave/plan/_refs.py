@@ -8,7 +8,7 @@ Forms (id-based plans), at any depth of the arguments:
   `\\{{` writes a literal `{{`.
 
 PATH: `.key`, `.N` and `[N]` (negative N counts from the end), `["any key"]`. Index-based plans write
-`{"$ref": "steps[N].result.PATH"}`, spliced as text like the embedded form (seed 001: strings raw, other values
+`{"$ref": "steps[N].result.PATH"}`, spliced as text like the embedded form (strings raw, other values
 as JSON text).
 """
 
@@ -38,7 +38,7 @@ __all__ = (
 )
 
 ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
-"""Step ids (D3): the same rule as tool names."""
+"""Step ids: the same rule as tool names."""
 
 PREFIX = '$ref:'
 EMBEDDED = re.compile(r'\\\{\{|\{\{\s*\$ref:(.*?)\s*\}\}')
@@ -149,7 +149,7 @@ def parse_ref(body: str) -> Ref:
 
 
 def parse_index_ref(text: str) -> tuple[int, tuple[Segment, ...]]:
-    """Parse seed 001's `steps[N].result.PATH` into the step position and the path."""
+    """Parse an index-based reference, `steps[N].result.PATH`, into the step position and the path."""
     match = _INDEX_REF.fullmatch(text)
     if match is None:
         raise RefSyntaxError('it must look like "steps[N].result.field" (for example "steps[0].result.items[0].name")')

@@ -17,13 +17,13 @@ __all__ = ('category_description', 'category_facade', 'extract_category')
 
 
 def category_description(categories: Iterable[str]) -> str:
-    """The description of the category parameter (UF-17)."""
+    """The description of the category parameter: it lists the categories."""
     return f'Category to access. Available: {", ".join(categories)}'
 
 
 def extract_category(raw: str, parameter: str) -> str | None:
     """The category named in a raw JSON input, or `None` for blank or invalid JSON, a non-object, a missing key
-    or a non-string value (UF-16)."""
+    or a non-string value."""
     loaded = loads_object(raw)
     if loaded is None:
         return None
@@ -53,7 +53,7 @@ def category_facade(
         if not isinstance(category, str) or not category.strip():
             raise UserError(f'Category names of {where} must be non-blank strings, got {category!r}.')
         groups[category] = tuple(resolve_tools(tools, f'category {category!r} of {where}'))
-    # every tool once, in first-seen order: the unknown-category fallback repeats no shared tool (UF-20)
+    # every tool once, in first-seen order: the unknown-category fallback repeats no shared tool
     every = resolve_tools([tool for tools in groups.values() for tool in tools], where)
 
     def select(raw: str) -> list[Tool]:

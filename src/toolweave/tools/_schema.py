@@ -2,7 +2,7 @@
 
 Parameters become fields of a pydantic model (built once, at decoration time), so validation, coercion and the
 schema come from one source. Parameters typed `ToolCallContext` are injected at call time and never appear in
-the schema (spec CX-16).
+the schema.
 """
 
 from __future__ import annotations
