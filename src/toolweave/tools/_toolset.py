@@ -22,10 +22,6 @@ from toolweave.tools._wrappers import renamed
 
 __all__ = ('ToolPredicate', 'Toolset', 'ToolsetItem', 'describe_origin')
 
-ToolsetItem: TypeAlias = 'Tool | Toolset | ToolGroup | Callable[..., Any] | object'
-"""Anything a `Toolset` resolves: a `Tool`, a function (made a tool with `@tool`'s defaults), an object with
-`@tool` methods (or of a class decorated with `@unfolding_tools`), another `Toolset`, a `ToolGroup`."""
-
 ToolPredicate: TypeAlias = Callable[[Tool], bool]
 
 
@@ -219,6 +215,12 @@ class Toolset:
             return f'Toolset({loaded!r})'
         unloaded = [group.role for group in source.groups().values() if not group.loaded]
         return f'Toolset({loaded!r}, unloaded groups={unloaded!r})'
+
+
+ToolsetItem: TypeAlias = Tool | Toolset | ToolGroup | Callable[..., Any] | object
+"""Anything a `Toolset` resolves: a `Tool`, a function (made a tool with `@tool`'s defaults), an object with
+`@tool` methods (or of a class decorated with `@unfolding_tools`), another `Toolset`, a `ToolGroup`. (Any object
+may carry `@tool` methods, so the type cannot be narrower than `object`; the members say what is meant.)"""
 
 
 def describe_origin(tool: Tool, source: object = None) -> str:
