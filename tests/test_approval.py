@@ -429,25 +429,6 @@ async def test_agent_runs_gated_tools_through_its_handler_and_ap9_propagates() -
         await Agent(ScriptedModel(script), tools=[pipeline]).run('save it')
 
 
-@pytest.mark.parametrize('module', ['toolweave.pipeline', 'toolweave.approval._gate', 'toolweave.approval._log',
-                                    'toolweave.approval._model', 'toolweave.approval._wrapper',
-                                    'toolweave.approval._handlers', 'toolweave.approval._console'])
-def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib
-    import inspect
-    import re
-    import textwrap
-
-    source = inspect.getsource(importlib.import_module(module))
-    blocks = re.findall(r'```python\n(.*?)```', source, re.S)
-    assert blocks
-    for block in blocks:
-        code = textwrap.dedent(block)
-        exec(compile(code, f'<{module} example>', 'exec'), {'__name__': 'example'})
-        shown = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
-        assert capsys.readouterr().out.splitlines() == shown, code
-
-
 async def test_wrapper_keeps_the_call_behaviour_of_the_tool_it_wraps() -> None:
     from toolweave import DelegatingTool
 

@@ -603,18 +603,3 @@ def test_public_names() -> None:
         assert getattr(toolweave, name) is getattr(toolweave.builtins, name)
     assert ModelPrice.__module__ == 'toolweave' and repr(ModelPrice(1, 2)) == 'ModelPrice(input=1, output=2)'
     assert set(toolweave.builtins.__all__) <= set(dir(toolweave.builtins))
-
-
-FENCE = re.compile(r'```python\n(.*?)```', re.DOTALL)
-
-
-@pytest.mark.parametrize('obj', [process_tools, blackboard_tools, progress_tool, format_blackboard_entry,
-                                 ModelPrice])
-def test_docstring_examples_run(obj: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    import textwrap
-
-    [code] = FENCE.findall(textwrap.dedent(obj.__doc__.split('\n', 1)[1]))
-    namespace: dict[str, Any] = {'format_blackboard_entry': format_blackboard_entry}
-    exec(compile(code, f'{obj.__name__} docstring', 'exec'), namespace)
-    printed = capsys.readouterr().out.splitlines()
-    assert printed == [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#>')]

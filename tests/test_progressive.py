@@ -689,23 +689,6 @@ def test_facade_repr_and_metadata() -> None:
     assert facade.definition.metadata == ToolMetadata()
 
 
-@pytest.mark.parametrize('module', ['toolweave.progressive._unfolding', 'toolweave.progressive._decorator'])
-def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib
-    import inspect
-    import re
-    import textwrap
-
-    source = inspect.getsource(importlib.import_module(module))
-    blocks = re.findall(r'```python\n(.*?)```', source, re.S)
-    assert blocks
-    for block in blocks:
-        code = textwrap.dedent(block)
-        exec(compile(code, f'<{module} example>', 'exec'), {'__name__': 'example'})
-        shown = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
-        assert capsys.readouterr().out.splitlines() == shown, code
-
-
 def test_public_classes_show_the_public_module() -> None:
     for cls in (UnfoldingTool, UnfoldingSelection, UnfoldingInjectionStrategy, ToolInjection, ToolCallOutcome):
         assert cls.__module__ == 'toolweave'

@@ -332,39 +332,6 @@ def test_toolset_as_an_item_of_another() -> None:
     assert outer.get('a') is inner.get('a')
 
 
-# --- docstring examples of this part (HOUSE-STYLE: every example runs) -----------------------------------
-
-
-def _examples() -> list[tuple[str, str]]:
-    """(where, code) for each example; the code runs with the public API in scope, as a reader would."""
-    import inspect
-    import re
-
-    from toolweave import decorators
-    from toolweave.tools import _groups, _toolset
-
-    found: list[tuple[str, str]] = []
-    for module in (_toolset, _groups, decorators):
-        for name, obj in vars(module).items():
-            if getattr(obj, '__module__', None) != module.__name__:
-                continue
-            for block in re.findall(r'```python\n(.*?)```', inspect.getdoc(obj) or '', re.S):
-                found.append((f'{module.__name__}.{name}', block))
-    return found
-
-
-@pytest.mark.parametrize(('where', 'code'), _examples(), ids=[w for w, _ in _examples()])
-def test_docstring_example_runs_and_prints_what_it_shows(where: str, code: str) -> None:
-    import contextlib
-    import io
-
-    expected = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, where, 'exec'), {**vars(toolweave), '__name__': 'example'})
-    assert out.getvalue().splitlines() == expected
-
-
 # --- live views ------------------------------------------------------------------------------------------------
 
 

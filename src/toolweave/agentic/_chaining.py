@@ -237,9 +237,20 @@ class ToolChainingInjectionStrategy:
     before draining:
 
     ```python
-    tracker = DomainToolTracker([DomainToolSource(User)], auto_discovery=True)
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    @tool
+    def get_user(name: str) -> User:
+        \'\'\'Find a user.\'\'\'
+        return User(name)
+
+    tracker = DomainToolTracker([DomainToolSource(User)])
+    model = ScriptedModel([{'tool': 'get_user', 'arguments': {'name': 'Ada'}}, {'tool': 'profile'}, 'Done.'])
     agent = Agent(model, tools=[get_user, *tracker.placeholders()],
                   injection_strategies=[ToolChainingInjectionStrategy(tracker, offer_results=True)])
+    print(agent.run_sync('Show Ada').messages[-2].content)
+    #> Profile for Ada
     ```
     """
 

@@ -187,11 +187,29 @@ class PlaybookTool(ToolListAgenticTool):
     packaged like `SimpleAgenticTool`'s.
 
     ```python
-    researcher = (PlaybookTool('researcher', 'Research and analyze topics', model=model)
-                  .with_tools(search, fetch)            # always available
-                  .with_tool(analyze).unlocked_by(search)
-                  .with_tool(report).unlocked_by_all(search, analyze)
-                  .with_tool(finish).unlocked_when(lambda ctx: ctx.iteration_count >= 3))
+    from toolweave import Agent, PlaybookTool, tool
+    from toolweave.testing import ScriptedModel
+
+    @tool
+    def search(topic: str) -> str:
+        \'\'\'Search the web.\'\'\'
+        return f'3 pages about {topic}'
+
+    @tool
+    def analyze() -> str:
+        \'\'\'Analyze what was found.\'\'\'
+        return 'analysis done'
+
+    inner = ScriptedModel([{'tool': 'analyze', 'arguments': {}},  # locked: nothing searched yet
+                           {'tool': 'search', 'arguments': {'topic': 'tides'}},
+                           {'tool': 'analyze', 'arguments': {}}, 'Tides follow the moon.'])
+    researcher = (PlaybookTool('researcher', 'Research and analyze topics', model=inner)
+                  .with_tools(search)                      # always available
+                  .with_tool(analyze).unlocked_by(search))  # once `search` has run
+    outer = ScriptedModel([{'tool': 'researcher', 'arguments': {}}, 'Done.'])
+    Agent(outer, tools=[researcher]).run_sync('Research tides')
+    print([m.content for m in inner.requests[1].messages if m.role == 'tool'][0][:31])
+    #> This tool is not yet available.
     ```
     """
 

@@ -109,17 +109,38 @@ class StateMachineTool(AgenticTool, Generic[S]):
     global. See `AgenticTool` for the model, process, input and context rules.
 
     ```python
+    from enum import Enum
+    from toolweave import Agent, StateMachineTool, tool
+    from toolweave.testing import ScriptedModel
+
     class Order(Enum):
         DRAFT = 'draft'
         CONFIRMED = 'confirmed'
         SHIPPED = 'shipped'
 
-    orders = (StateMachineTool('orders', 'Process orders', Order, model=model)
+    @tool
+    def confirm() -> str:
+        \'\'\'Confirm the order.\'\'\'
+        return 'confirmed'
+
+    @tool
+    def ship() -> str:
+        \'\'\'Ship the order.\'\'\'
+        return 'shipped'
+
+    inner = ScriptedModel([{'tool': 'ship'}, {'tool': 'confirm'}, {'tool': 'ship'}, 'Shipped.'])
+    orders = (StateMachineTool('orders', 'Process orders', Order, model=inner)
               .with_initial_state(Order.DRAFT)
-              .in_state(Order.DRAFT).with_tool(add_item).with_tool(confirm).transitions_to(Order.CONFIRMED)
+              .in_state(Order.DRAFT).with_tool(confirm).transitions_to(Order.CONFIRMED)
               .in_state(Order.CONFIRMED).with_tool(ship).transitions_to(Order.SHIPPED)
-              .build()
-              .with_global_tools(status))
+              .build())
+    Agent(ScriptedModel([{'tool': 'orders'}, 'Done.']), tools=[orders]).run_sync('Ship it')
+    for message in inner.last_messages:
+        if message.role == 'tool':
+            print(message.content)
+    #> This tool is not available in the current state (DRAFT). It is only available in state: CONFIRMED
+    #> confirmed
+    #> shipped
     ```
     """
 
