@@ -594,6 +594,28 @@ async def test_a_sub_agents_own_auto_approver_does_not_override_the_parents_reje
     assert [r.tool_name for r in parent_reviewer.requests] == ['write']
 
 
+async def test_a_reviewer_installed_again_inside_its_own_block_reviews_once() -> None:
+    from toolweave import Agent
+    from toolweave.testing import FunctionModel
+
+    reviewer = Recorder()
+    with use_review_handler(reviewer), use_review_handler(reviewer):
+        assert (await gated_echo().call('x')).ok
+    assert len(reviewer.requests) == 1
+
+    def reply(messages: list[Any], tools: list[Any]) -> Any:  # the top run asks itself; the nested run writes
+        if messages[-1].role == 'tool':
+            return 'done'
+        if messages[-1].content == 'nested':
+            return {'tool': 'write_file', 'arguments': {'input': 'x'}}
+        return {'tool': 'me', 'arguments': {'prompt': 'nested'}}
+
+    agent = Agent(FunctionModel(reply), tools=[gated_echo()], name='me', review_handler=reviewer)
+    agent.toolset.add(agent.as_tool())
+    await agent.run('go')  # the nested run installs the same reviewer again: it reviews the write once
+    assert [r.tool_name for r in reviewer.requests] == ['write_file', 'write_file']  # the block above, then this
+
+
 async def test_the_current_reviewers_are_listed_outermost_first() -> None:
     from toolweave.approval import current_review_handlers
 

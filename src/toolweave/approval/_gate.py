@@ -83,9 +83,9 @@ def current_review_handlers() -> tuple[ReviewHandler, ...]:
 
 @contextmanager
 def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
-    """Add `handler` to the reviewers of every gated call made inside the block, however deeply nested (`None`
-    changes nothing). Reviewers already installed around the block still review those calls, before it in the
-    record and after it in time: the stricter decision wins.
+    """Add `handler` to the reviewers of every gated call made inside the block, however deeply nested (`None`, or
+    a handler already installed around the block, changes nothing: one reviewer reviews a call once). Reviewers
+    already installed around the block still review those calls, after it: the stricter decision wins.
 
     ```python
     from toolweave import AutoApproveHandler, ReviewDecision, TextTool, use_review_handler
@@ -98,11 +98,12 @@ def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
     #> Rejected by reviewer: /tmp/x (read-only)
     ```
     """
-    if handler is None:
+    current = current_review_handlers()
+    if handler is None or any(installed is handler for installed in current):
         yield
         return
     check_review_handler(handler, 'use_review_handler()')
-    with using(reviewer_var, _Reviewers((*current_review_handlers(), handler))):
+    with using(reviewer_var, _Reviewers((*current, handler))):
         yield
 
 
