@@ -73,7 +73,8 @@ class Tool(ABC):
     @property
     def requires_approval(self) -> bool:
         """Whether a call of this tool is reviewed first: some layer of it requires approval."""
-        return self.definition.metadata.requires_approval or self._wraps_gated_tool()
+        return self.definition.metadata.requires_approval or (type(self).layers is not Tool.layers
+                                                              and self._wraps_gated_tool())
 
     @final
     async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
@@ -82,7 +83,8 @@ class Tool(ABC):
         definition = self.definition
         start = perf_counter()
         try:
-            if definition.metadata.requires_approval or self._wraps_gated_tool():
+            if definition.metadata.requires_approval or (type(self).layers is not Tool.layers
+                                                         and self._wraps_gated_tool()):
                 reviewed = await review_call(self, arguments, ctx)
                 if isinstance(reviewed, ToolResult):
                     return self._record(definition, arguments, reviewed, start)
@@ -117,8 +119,6 @@ class Tool(ABC):
 
     def _wraps_gated_tool(self) -> bool:
         """Whether a layer under this one requires approval (the gate runs once, here, at the outermost layer)."""
-        if type(self).layers is Tool.layers:  # not a wrapper: nothing under this layer
-            return False
         layers = self.layers()
         next(layers)
         return any(layer.definition.metadata.requires_approval for layer in layers)
