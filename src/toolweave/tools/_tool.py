@@ -73,8 +73,7 @@ class Tool(ABC):
     @property
     def requires_approval(self) -> bool:
         """Whether a call of this tool is reviewed first: some layer of it requires approval."""
-        return self.definition.metadata.requires_approval or (type(self).layers is not Tool.layers
-                                                              and self._wraps_gated_tool())
+        return self._reviewed(self.definition)
 
     @final
     async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
@@ -83,8 +82,7 @@ class Tool(ABC):
         definition = self.definition
         start = perf_counter()
         try:
-            if definition.metadata.requires_approval or (type(self).layers is not Tool.layers
-                                                         and self._wraps_gated_tool()):
+            if self._reviewed(definition):
                 reviewed = await review_call(self, arguments, ctx)
                 if isinstance(reviewed, ToolResult):
                     return self._record(definition, arguments, reviewed, start)
@@ -117,11 +115,14 @@ class Tool(ABC):
                 return layer
         return None
 
-    def _wraps_gated_tool(self) -> bool:
-        """Whether a layer under this one requires approval (the gate runs once, here, at the outermost layer)."""
-        layers = self.layers()
-        next(layers)
-        return any(layer.definition.metadata.requires_approval for layer in layers)
+    def _reviewed(self, definition: ToolDefinition) -> bool:
+        """Whether a call is reviewed: this layer (`definition` is its definition) or one it wraps requires approval.
+        The gate runs once, at the outermost layer; only a tool with layers has others to look at."""
+        if definition.metadata.requires_approval:
+            return True
+        if type(self).layers is Tool.layers:
+            return False
+        return any(layer.definition.metadata.requires_approval for layer in self.layers())
 
     @staticmethod
     def _record(definition: ToolDefinition, arguments: ToolArguments, result: ToolResult, start: float) -> ToolResult:
