@@ -22,7 +22,7 @@ import anyio
 
 from toolweave import Tool
 from toolweave.testing import FakeTool
-from toolweave.testing._scenarios import (
+from toolweave.testing.scenarios import (
     DEFAULT_LLM_LATENCY,
     DEFAULT_TOOL_LATENCY,
     MODES,

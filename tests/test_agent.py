@@ -139,7 +139,7 @@ async def test_return_direct_tool_ends_the_loop_with_its_output() -> None:
     assert model.call_count == 1
 
 
-# --- call context (CX-8 .. CX-13) -------------------------------------------------------------------------------
+# --- call context -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -151,7 +151,7 @@ async def test_return_direct_tool_ends_the_loop_with_its_output() -> None:
         ({'tenantId': 'acme'}, {'tenantId': 'override'}, {'tenantId': 'override'}),
     ],
 )
-async def test_effective_context_interaction_wins(  # CX-8
+async def test_effective_context_interaction_wins(
     process: dict[str, str] | None, interaction: dict[str, str] | None, expected: dict[str, str]
 ) -> None:
     probe = FakeTool('probe')
@@ -162,11 +162,11 @@ async def test_effective_context_interaction_wins(  # CX-8
     assert {k: v for k, v in seen.items() if k != LOOP_ID} == expected
 
 
-async def test_context_reaches_every_call_with_one_fresh_loop_id_per_run() -> None:  # CX-13
+async def test_context_reaches_every_call_with_one_fresh_loop_id_per_run() -> None:
     probe = FakeTool('probe')
     agent = Agent(FunctionModel(_two_calls_then_answer), tools=[probe])
     first = await agent.run('go', context={'key': 'value'})
-    await agent.run('again', context=ToolCallContext.of(key='value'))  # CX-11: a mapping is the same as of()
+    await agent.run('again', context=ToolCallContext.of(key='value'))  # a mapping is the same as of()
     contexts = [c.context for c in probe.calls]
     assert len(contexts) == 4 and all(c['key'] == 'value' for c in contexts)
     loop_ids = [c.loop_id for c in contexts]
@@ -179,14 +179,14 @@ def _two_calls_then_answer(messages: list[Any], tools: list[Any]) -> object:
     return [call('probe'), call('probe')] if done == 0 else 'done'
 
 
-async def test_no_context_gives_tools_only_the_loop_id() -> None:  # CX-12, CX-13: never None
+async def test_no_context_gives_tools_only_the_loop_id() -> None:  # never None
     probe = FakeTool('probe')
     await Agent(ScriptedModel([call('probe'), 'ok']), tools=[probe]).run('go')
     seen = probe.calls[0].context
     assert isinstance(seen, ToolCallContext) and list(seen) == [LOOP_ID]
 
 
-async def test_with_context_accumulates_and_later_wins() -> None:  # CX-9
+async def test_with_context_accumulates_and_later_wins() -> None:
     probe = FakeTool('probe')
     base = Agent(FunctionModel(lambda m, t: 'ok' if isinstance(m[-1], ToolMessage) else call('probe')),
                  tools=[probe], context={'tenantId': 'acme'})
@@ -199,12 +199,12 @@ async def test_with_context_accumulates_and_later_wins() -> None:  # CX-9
     assert second == {'tenantId': 'acme'}  # the original agent is unchanged
 
 
-async def test_with_context_replace_does_not_accumulate() -> None:  # CX-10
+async def test_with_context_replace_does_not_accumulate() -> None:
     agent = Agent(ScriptedModel([]), context={'tenantId': 'acme', 'a': 1})
     replaced = agent.with_context({'locale': 'en-AU'}, replace=True)
     assert dict(replaced.context) == {'locale': 'en-AU'}
     assert agent.with_context(None, replace=True).context is ToolCallContext.EMPTY
-    assert agent.with_context({}).context is agent.context  # merging nothing keeps the context itself (CX-6)
+    assert agent.with_context({}).context is agent.context  # merging nothing keeps the context itself
 
 
 # --- events ------------------------------------------------------------------------------------------------------

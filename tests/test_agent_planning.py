@@ -1,4 +1,4 @@
-"""Tool planning in the agent loop: registration (MT-1..MT-3), plan runs captured, step events, usage."""
+"""Tool planning in the agent loop: registration, plan runs captured, step events, usage and budget."""
 
 from __future__ import annotations
 
@@ -36,14 +36,14 @@ def plan_call(steps: list[tuple[str, str, dict[str, Any]]], output_steps: list[s
     return {'tool': 'execute_tool_plan', 'arguments': plan}
 
 
-def test_planning_is_opt_in() -> None:  # MT-1
+def test_planning_is_opt_in() -> None:
     agent = Agent(ScriptedModel([]), instructions='Help.', tools=[FakeTool('a')])
     assert not agent.tool_planning
     assert [d.name for d in agent.tool_definitions()] == ['a']
     assert agent.instructions == 'Help.'
 
 
-def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:  # MT-2
+def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:
     agent = Agent(ScriptedModel([]), instructions='Help.', tools=[FakeTool('a'), FakeTool('b')], tool_planning=True)
     names = [d.name for d in agent.tool_definitions()]
     assert names == ['a', 'b', 'execute_tool_plan'] and names.count('execute_tool_plan') == 1
@@ -52,7 +52,7 @@ def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:  #
     assert all(word in agent.instructions for word in ('$ref:step_id', 'output_steps', 'parallel'))
 
 
-def test_planning_without_tools_registers_nothing() -> None:  # MT-3
+def test_planning_without_tools_registers_nothing() -> None:
     agent = Agent(ScriptedModel([]), instructions='Help.', tools=[], tool_planning=True)
     assert not agent.tool_planning and agent.tool_definitions() == [] and agent.instructions == 'Help.'
 
@@ -105,7 +105,7 @@ async def test_plan_steps_become_agent_events() -> None:
     assert all(e.step.status == 'succeeded' for e in finished)
 
 
-async def test_plan_steps_get_the_run_context() -> None:  # CX-13 inside plans
+async def test_plan_steps_get_the_run_context() -> None:  # inside plans
     probe = FakeTool('probe')
     model = ScriptedModel([plan_call([('a', 'probe', {}), ('b', 'probe', {})]), 'ok'])
     result = await Agent(model, tools=[probe], tool_planning=True, context={'tenant': 'acme'}).run('go')
@@ -122,7 +122,7 @@ async def test_invalid_plan_is_text_for_the_model_and_nothing_runs() -> None:
     assert probe.call_count == 0 and result.plan_runs == ()
 
 
-async def test_plans_use_the_live_toolset() -> None:  # MT-6 through the agent
+async def test_plans_use_the_live_toolset() -> None:  # through the agent
     tools = Toolset([FakeTool('a', 'A')])
     agent = Agent(ScriptedModel([plan_call([('x', 'late', {})]), 'ok']), tools=tools, tool_planning=True)
     tools.add(FakeTool('late', 'LATE'))

@@ -1,5 +1,5 @@
 """SimpleAgenticTool and what every agentic tool shares: configuration, input, model and process rules, the inner
-run (context, blackboard, usage), result packaging (PB-16) and nested artifacts."""
+run (context, blackboard, usage), result packaging and nested artifacts."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def write_docs(count: int) -> list[Doc | None]:
 def test_construction_defaults_and_definition() -> None:
     math = SimpleAgenticTool('math-orchestrator', 'Orchestrates math operations')
     assert math.name == 'math-orchestrator' and math.description == 'Orchestrates math operations'
-    assert math.tools == () and math.max_iterations == 20  # PB-16 default
+    assert math.tools == () and math.max_iterations == 20  # default
     assert math.definition.parameters == {'type': 'object', 'properties': {}, 'required': []}
     assert math.model is None and math.system_prompt is None
 
@@ -110,7 +110,7 @@ def test_with_methods_return_copies() -> None:
     assert base.settings is None and warm.settings == ModelSettings(temperature=0.2)
 
 
-def test_tool_objects_add_their_methods_and_others_are_ignored() -> None:  # DT-9
+def test_tool_objects_add_their_methods_and_others_are_ignored() -> None:
     class MathTools:
         @tool
         def square(self, x: int) -> int:
@@ -193,7 +193,7 @@ async def test_inner_model_orchestrates_the_sub_tools() -> None:
     math = (SimpleAgenticTool('math-orchestrator', 'Orchestrates math operations', model=inner)
             .with_tools(add, multiply).with_parameter(Parameter.string('expression', 'Math expression')))
     result, run = await run_inside(math, {'expression': '5 + 3 * 2'})
-    assert result.ok and result.output == 'It is 11.' and not result.has_value  # PB-16: no artifact, text
+    assert result.ok and result.output == 'It is 11.' and not result.has_value  # no artifact, text
     first = inner.requests[0]
     assert [m.content for m in first.messages] == [DEFAULT_PROMPT, '{"expression":"5 + 3 * 2"}']
     assert [t.name for t in first.tools] == ['add', 'multiply']
@@ -293,7 +293,7 @@ async def test_huge_sub_tool_output_is_cut_for_the_inner_model() -> None:
     assert len(sent) < 21_000 and 'cut' in sent
 
 
-# --- result packaging (PB-16) ----------------------------------------------------------------------------------
+# --- result packaging ----------------------------------------------------------------------------------
 
 
 async def test_one_artifact_is_the_result_value() -> None:

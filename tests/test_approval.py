@@ -1,5 +1,5 @@
-"""Approval gates: spec §10 (AP-1..AP-13 except the console lock, which `test_console_review.py` drives through a
-pseudo-terminal), the handlers, `requires_approval` and the approval log."""
+"""Approval gates: requests and decisions, timeouts, nested reviewers, the handlers, `requires_approval` and the
+approval log (the console handler and its lock are driven through a pseudo-terminal in `test_console_review.py`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from toolweave import (
     ApprovalRule,
     AutoApproveHandler,
     CallbackReviewHandler,
+    ConsoleReviewHandler,
     ExitEarly,
     ReviewDecision,
     ReviewHandler,
@@ -28,6 +29,7 @@ from toolweave import (
     ToolPipeline,
     ToolResult,
     Toolset,
+    UserError,
     record_approvals,
     request_approval,
     requires_approval,
@@ -47,7 +49,7 @@ class Recorder(RecordingReviewHandler):
 
 
 class ActionTool(TextTool):
-    """Asks for approval from its body, as seed 004's built-in tools do, then does its work."""
+    """Asks for approval from its body (before one dangerous branch, say), then does its work."""
 
     def __init__(self, name: str = 'action_tool', action: str = 'test action') -> None:
         super().__init__(name, 'asks before acting')
@@ -69,18 +71,18 @@ def gated_echo(name: str = 'write_file') -> Tool:
     return TextTool.from_function(name, 'writes', lambda text: f'wrote {text}', requires_approval=True)
 
 
-async def test_ap1_no_handler_auto_approves_a_body_request() -> None:
+async def test_a_body_request_with_no_reviewer_is_a_configuration_error_that_propagates() -> None:
     action = ActionTool()
-    result = await action.call('my input')
-    assert (result.ok, result.output) == (True, 'done')
+    with pytest.raises(ToolConfigurationError, match="Tool 'action_tool' asked for approval .* no ReviewHandler"):
+        await action.call('my input')
+    with pytest.raises(ToolConfigurationError, match='no ReviewHandler is configured'):  # through a pipeline too
+        await ToolPipeline.of(action).call('x')
+    assert action.ran_with == []
+    with use_review_handler(AutoApproveHandler()):  # approving everything is a choice made explicitly
+        assert (await action.call('my input')).output == 'done'
 
 
-async def test_ap2_request_before_any_context_continues() -> None:
-    assert (await request_approval('test action: my input')).kind == 'continue'
-    assert (await ActionTool().call('x', None)).output == 'done'
-
-
-async def test_ap3_continue_runs_with_the_original_input() -> None:
+async def test_continue_runs_with_the_original_input() -> None:
     action = ActionTool()
     with use_review_handler(Recorder()):
         assert (await action.call('my input')).output == 'done'
@@ -90,7 +92,7 @@ async def test_ap3_continue_runs_with_the_original_input() -> None:
         assert (await gated.call('{"input": "notes.txt"}')).output == 'wrote notes.txt'
 
 
-async def test_ap4_request_carries_description_timing_and_defaults() -> None:
+async def test_request_carries_description_timing_and_defaults() -> None:
     handler = Recorder()
     with use_review_handler(handler):
         await ActionTool().call('my input', {'tenant': 'acme'})
@@ -104,7 +106,7 @@ async def test_ap4_request_carries_description_timing_and_defaults() -> None:
     assert (gate.timing, gate.timeout, gate.on_timeout) == ('during_execution', 300.0, 'exit_early')
 
 
-async def test_ap5_edit_uses_the_revised_input() -> None:
+async def test_edit_uses_the_revised_input() -> None:
     action = ActionTool()
     with use_review_handler(Recorder(ReviewDecision.edit('revised content'))):
         assert (await action.call('original')).output == 'edited: revised content'
@@ -112,7 +114,7 @@ async def test_ap5_edit_uses_the_revised_input() -> None:
     assert gated.output == 'wrote revised content'
 
 
-async def test_ap5_edit_of_typed_arguments() -> None:
+async def test_edit_of_typed_arguments() -> None:
     @tool(requires_approval=True)
     def transfer(account: str, amount: int) -> str:
         """Move money."""
@@ -125,7 +127,7 @@ async def test_ap5_edit_of_typed_arguments() -> None:
     assert not invalid.ok and 'amount' in (invalid.error or '')  # the tool validates what the reviewer typed
 
 
-async def test_ap6_exit_early_is_a_rejection_failure() -> None:
+async def test_exit_early_is_a_rejection_failure() -> None:
     action = ActionTool()
     with use_review_handler(Recorder(ReviewDecision.reject())):
         result = await action.call('my input')
@@ -137,7 +139,7 @@ async def test_ap6_exit_early_is_a_rejection_failure() -> None:
     assert reasoned.text == 'Error: Rejected by reviewer: {"input":"x"} (too risky)'
 
 
-async def test_ap7_custom_timeout_and_action_reach_the_handler() -> None:
+async def test_custom_timeout_and_action_reach_the_handler() -> None:
     handler = Recorder()
     with use_review_handler(handler):
         await request_approval('wire money: 5', timeout=12.5, on_timeout='continue')
@@ -145,7 +147,7 @@ async def test_ap7_custom_timeout_and_action_reach_the_handler() -> None:
     assert [(r.timeout, r.on_timeout) for r in handler.requests] == [(12.5, 'continue'), (7, 'continue')]
 
 
-async def test_ap8_tool_that_never_asks_never_calls_the_handler() -> None:
+async def test_tool_that_never_asks_never_calls_the_handler() -> None:
     handler = Recorder()
     plain = TextTool.from_function('plain', 'no gate', str.upper)
     with use_review_handler(handler):
@@ -153,7 +155,7 @@ async def test_ap8_tool_that_never_asks_never_calls_the_handler() -> None:
     assert handler.requests == []
 
 
-async def test_ap9_gated_tool_without_handler_is_a_configuration_error() -> None:
+async def test_gated_tool_without_handler_is_a_configuration_error() -> None:
     message = "Tool 'write_file' requires approval but no ReviewHandler is configured"
     with pytest.raises(ToolConfigurationError, match=message):
         await gated_echo().call('x')
@@ -163,13 +165,13 @@ async def test_ap9_gated_tool_without_handler_is_a_configuration_error() -> None
         await Toolset([gated_echo()]).get('write_file').call('x')
 
 
-async def test_ap10_wrong_handler_type_is_a_configuration_error() -> None:
+async def test_wrong_handler_type_is_a_configuration_error() -> None:
     with pytest.raises(ToolConfigurationError, match='must be an instance of ReviewHandler'):
         with use_review_handler(object()):  # type: ignore[arg-type]
             pass  # pragma: no cover
-    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: reviewHandler must be an instance"):
+    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: review_handler must be an instance"):
         ToolPipeline([gated_echo()], name='p', review_handler='console')  # type: ignore[arg-type]
-    with pytest.raises(ToolConfigurationError, match='misconfigured: reviewHandler must be an instance'):
+    with pytest.raises(ToolConfigurationError, match='misconfigured: review_handler must be an instance'):
         RuleBasedReviewHandler([], default=42)  # type: ignore[arg-type]
 
 
@@ -183,7 +185,7 @@ async def test_handler_returning_something_else_is_a_configuration_error() -> No
         await gated_echo().call('x')
 
 
-async def test_ap11_value_error_in_a_gated_body_is_a_failure() -> None:
+async def test_value_error_in_a_gated_body_is_a_failure() -> None:
     def broken(text: str) -> str:
         raise ValueError('illegal state in body')
 
@@ -194,7 +196,7 @@ async def test_ap11_value_error_in_a_gated_body_is_a_failure() -> None:
 
 
 @pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
-async def test_ap12_non_console_handlers_run_concurrently(anyio_backend: str) -> None:
+async def test_non_console_handlers_run_concurrently(anyio_backend: str) -> None:
     handler = Recorder(delay=0.3)
     gated = gated_echo()
     start = perf_counter()
@@ -206,7 +208,7 @@ async def test_ap12_non_console_handlers_run_concurrently(anyio_backend: str) ->
     assert len(handler.requests) == 3
 
 
-async def test_ap13_rejection_stops_a_fail_fast_pipeline() -> None:
+async def test_rejection_stops_a_fail_fast_pipeline() -> None:
     after = TextTool.from_function('after', 'never', lambda t: pytest.fail('must not run'))
     pipeline = ToolPipeline.of(TextTool.from_function('prepare', 'p', lambda t: t + '.txt'), gated_echo(), after)
     handler = Recorder(ReviewDecision.reject())
@@ -258,7 +260,7 @@ async def test_callback_handler_async_sync_and_bool() -> None:
     with use_review_handler(CallbackReviewHandler(lambda request: None)), pytest.raises(  # type: ignore[arg-type, return-value]
             ToolConfigurationError, match=r'Review callback .*<lambda> returned None .* Return a ReviewDecision'):
         await gated_echo().call('x')
-    with pytest.raises(TypeError, match='needs a callable'):
+    with pytest.raises(UserError, match='needs a callable'):
         CallbackReviewHandler('nope')  # type: ignore[arg-type]
     assert isinstance(CallbackReviewHandler(async_reviewer), ReviewHandler)
 
@@ -307,17 +309,18 @@ async def test_rule_predicate_that_raises_rejects() -> None:
 
 
 @pytest.mark.parametrize(('build', 'error', 'message'), [
-    (lambda: ApprovalRule(''), ValueError, 'non-empty glob'),
-    (lambda: ApprovalRule('x', action='maybe'), ValueError, "'approve' or 'reject'"),  # type: ignore[arg-type]
-    (lambda: ApprovalRule('x', when='yes'), ValueError, 'function of the arguments'),  # type: ignore[arg-type]
-    (lambda: RuleBasedReviewHandler(['allow *']), TypeError, 'Rule at index 0'),  # type: ignore[list-item]
-    (lambda: RuleBasedReviewHandler([], default='ask'), ValueError, "default must be 'approve'"),  # type: ignore[arg-type]
-    (lambda: ReviewDecision('maybe'), ValueError, 'kind must be one of'),  # type: ignore[arg-type]
-    (lambda: ReviewDecision('edit'), ValueError, 'needs the revised input'),
-    (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be > 0'),
+    (lambda: ApprovalRule(''), UserError, 'non-empty glob'),
+    (lambda: ApprovalRule('x', action='maybe'), UserError, "'approve' or 'reject'"),  # type: ignore[arg-type]
+    (lambda: ApprovalRule('x', when='yes'), UserError, 'function of the arguments'),  # type: ignore[arg-type]
+    (lambda: RuleBasedReviewHandler(['allow *']), UserError, 'Rule at index 0'),  # type: ignore[list-item]
+    (lambda: RuleBasedReviewHandler([], default='ask'), UserError, "default must be 'approve'"),  # type: ignore[arg-type]
+    (lambda: ReviewDecision('maybe'), UserError, 'kind must be one of'),  # type: ignore[arg-type]
+    (lambda: ReviewDecision('edit'), UserError, 'needs the revised input'),
+    (lambda: requires_approval(gated_echo(), timeout=-1), ToolConfigurationError, 'must be a number of seconds > 0'),
     (lambda: requires_approval(gated_echo(), on_timeout='wait'), ToolConfigurationError,  # type: ignore[call-overload]
      'on_timeout'),
-    (lambda: requires_approval(42), TypeError, 'needs a Tool or a function'),  # type: ignore[call-overload]
+    (lambda: requires_approval(42), UserError, 'needs a Tool or a function'),  # type: ignore[call-overload]
+    (lambda: ConsoleReviewHandler(max_chars=0), UserError, 'max_chars of ConsoleReviewHandler must be an int >= 1'),
 ])
 def test_bad_configuration_is_rejected(build: Any, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
@@ -426,33 +429,15 @@ async def test_agent_runs_gated_tools_through_its_handler_and_ap9_propagates() -
         await Agent(ScriptedModel(script), tools=[pipeline]).run('save it')
 
 
-@pytest.mark.parametrize('module', ['toolweave.pipeline', 'toolweave.approval', 'toolweave._approval_log',
-                                    'toolweave._gated', 'toolweave._review_handlers', 'toolweave._console_review'])
-def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib
-    import inspect
-    import re
-    import textwrap
-
-    source = inspect.getsource(importlib.import_module(module))
-    blocks = re.findall(r'```python\n(.*?)```', source, re.S)
-    assert blocks
-    for block in blocks:
-        code = textwrap.dedent(block)
-        exec(compile(code, f'<{module} example>', 'exec'), {'__name__': 'example'})
-        shown = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
-        assert capsys.readouterr().out.splitlines() == shown, code
-
-
 async def test_wrapper_keeps_the_call_behaviour_of_the_tool_it_wraps() -> None:
     from toolweave import DelegatingTool
 
     class Counting(DelegatingTool):
         calls = 0
 
-        async def call(self, arguments: Any = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+        async def execute(self, arguments: Any, context: ToolCallContext) -> ToolResult:
             Counting.calls += 1
-            return await super().call(arguments, context)
+            return await super().execute(arguments, context)
 
     gated = requires_approval(Counting(TextTool.from_function('counted', 'c', str.upper)))
     with use_review_handler(Recorder()):
@@ -531,3 +516,110 @@ async def test_requires_approval_on_method_tools_keeps_binding_and_discovery() -
     assert files.deleted == ['/direct', '/a'] and [r.timeout for r in handler.requests] == [30]
     with pytest.raises(ToolConfigurationError, match="Tool 'delete' requires approval"):
         await found.call({'path': '/b'})
+
+
+# --- the gate sees the tool the model called -----------------------------------------------------------------
+
+
+async def test_gating_a_prefixed_tool_reviews_the_prefixed_name_with_its_timeout() -> None:
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        return f'deleted {path}'
+
+    gated = requires_approval(Toolset([delete]).prefixed('fs').get('fs_delete'), timeout=5)
+    handler = Recorder()
+    with use_review_handler(handler):
+        assert (await gated.call({'path': '/tmp/x'})).output == 'deleted /tmp/x'
+    [request] = handler.requests
+    assert (request.tool_name, request.timeout) == ('fs_delete', 5)
+    assert request.description == 'fs_delete: {"path":"/tmp/x"}'
+
+
+# --- nested reviewers: the stricter decision wins ------------------------------------------------------------
+
+
+async def test_a_pipelines_own_auto_approver_does_not_override_a_rejecting_reviewer() -> None:
+    pipeline = ToolPipeline([gated_echo('write')], name='writer', review_handler=AutoApproveHandler())
+    outer = Recorder(ReviewDecision.reject('not today'))
+    with use_review_handler(outer):
+        result = await pipeline.call('x')
+    assert not result.ok and 'Rejected by reviewer' in (result.error or '')
+    assert [r.tool_name for r in outer.requests] == ['write']
+
+
+async def test_a_plans_own_auto_approver_does_not_override_a_rejecting_reviewer() -> None:
+    from toolweave import run_plan
+
+    plan = {'steps': [{'id': 'a', 'tool': 'write', 'arguments': {'input': 'x'}}]}
+    with use_review_handler(Recorder(ReviewDecision.reject())):
+        run = await run_plan(plan, [gated_echo('write')], review_handler=AutoApproveHandler())
+    assert run.steps[0].status == 'failed' and 'Rejected by reviewer' in (run.steps[0].error or '')
+
+
+async def test_asking_from_a_tool_body_with_no_reviewer_is_a_configuration_error() -> None:
+    with pytest.raises(ToolConfigurationError, match='no ReviewHandler is configured'):
+        await request_approval('send email: hello', tool_name='send_email')
+
+
+async def test_nested_reviewers_review_innermost_first_and_an_edit_reaches_the_next() -> None:
+    outer, inner = Recorder(), Recorder(ReviewDecision.edit('safer.txt'))
+    with record_approvals() as log, use_review_handler(outer), use_review_handler(inner):
+        assert (await gated_echo().call('notes.txt')).output == 'wrote safer.txt'
+    assert [r.arguments for r in inner.requests] == ['notes.txt']
+    assert [(r.arguments, r.description) for r in outer.requests] == [('safer.txt', 'write_file: safer.txt')]
+    assert [(r.handler, r.outcome) for r in log] == [('Recorder', 'edited'), ('Recorder', 'approved')]
+
+
+async def test_an_inner_rejection_stops_before_the_outer_reviewer_is_asked() -> None:
+    outer, inner = Recorder(), Recorder(ReviewDecision.reject('policy'))
+    with use_review_handler(outer), use_review_handler(inner):
+        assert (await gated_echo().call('x')).error == 'Rejected by reviewer: x (policy)'
+    assert outer.requests == []
+
+
+async def test_a_sub_agents_own_auto_approver_does_not_override_the_parents_rejecting_reviewer() -> None:
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    gated = gated_echo('write')
+    child = Agent(ScriptedModel([{'tool': 'write', 'arguments': {'input': 'x'}}, 'child done']), tools=[gated],
+                  name='child', review_handler=AutoApproveHandler())
+    parent_reviewer = Recorder(ReviewDecision.reject('not from a sub-agent'))
+    parent = Agent(ScriptedModel([{'tool': 'child', 'arguments': {'prompt': 'write it'}}, 'parent done']),
+                   tools=[child.as_tool()], review_handler=parent_reviewer)
+    result = await parent.run('go')
+    decisions = [(record.handler, record.outcome) for record in result.approvals if record.tool_name == 'write']
+    assert decisions == [('AutoApproveHandler', 'approved'), ('Recorder', 'rejected')]  # innermost first
+    assert [r.tool_name for r in parent_reviewer.requests] == ['write']
+
+
+async def test_a_reviewer_installed_again_inside_its_own_block_reviews_once() -> None:
+    from toolweave import Agent
+    from toolweave.testing import FunctionModel
+
+    reviewer = Recorder()
+    with use_review_handler(reviewer), use_review_handler(reviewer):
+        assert (await gated_echo().call('x')).ok
+    assert len(reviewer.requests) == 1
+
+    def reply(messages: list[Any], tools: list[Any]) -> Any:  # the top run asks itself; the nested run writes
+        if messages[-1].role == 'tool':
+            return 'done'
+        if messages[-1].content == 'nested':
+            return {'tool': 'write_file', 'arguments': {'input': 'x'}}
+        return {'tool': 'me', 'arguments': {'prompt': 'nested'}}
+
+    agent = Agent(FunctionModel(reply), tools=[gated_echo()], name='me', review_handler=reviewer)
+    agent.toolset.add(agent.as_tool())
+    await agent.run('go')  # the nested run installs the same reviewer again: it reviews the write once
+    assert [r.tool_name for r in reviewer.requests] == ['write_file', 'write_file']  # the block above, then this
+
+
+async def test_the_current_reviewers_are_listed_outermost_first() -> None:
+    from toolweave.approval import current_review_handlers
+
+    first, second = Recorder(), AutoApproveHandler()
+    assert current_review_handlers() == ()
+    with use_review_handler(first), use_review_handler(None), use_review_handler(second):
+        assert current_review_handlers() == (first, second)

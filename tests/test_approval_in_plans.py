@@ -1,5 +1,5 @@
 """Approval inside plans (and pipelines inside plans): the reviewer sees the RESOLVED arguments, a rejection fails
-the step and skips its dependents, and a missing handler stops the run (AP-9)."""
+the step and skips its dependents, and a missing handler stops the run."""
 
 from __future__ import annotations
 
@@ -77,12 +77,12 @@ async def test_edit_changes_what_the_step_and_its_dependents_see() -> None:
     assert run.step('tell').output == 'notified: Done: deleted /tmp/copy.csv'
 
 
-async def test_ap9_missing_handler_propagates_out_of_the_plan() -> None:
+async def test_missing_handler_propagates_out_of_the_plan() -> None:
     with pytest.raises(ToolConfigurationError, match="Tool 'delete_file' requires approval but no ReviewHandler"):
         await run_plan(PLAN, TOOLS)
 
 
-async def test_ap9_propagates_through_the_plan_meta_tool() -> None:
+async def test_propagates_through_the_plan_meta_tool() -> None:
     meta = PlanTool(Toolset(TOOLS))
     with pytest.raises(ToolConfigurationError, match='requires approval but no ReviewHandler'):
         await meta.call({'steps': PLAN['steps']})
@@ -110,7 +110,7 @@ async def test_parallel_gated_steps_are_reviewed_concurrently_and_recorded() -> 
     start = perf_counter()
     with record_approvals() as log:
         run = await run_plan({'steps': steps}, TOOLS, review_handler=handler)
-    assert run.ok and perf_counter() - start < 1.0  # four 0.3 s reviews overlap (AP-12: not the console)
+    assert run.ok and perf_counter() - start < 1.0  # four 0.3 s reviews overlap (not the console)
     assert sorted(r.request.arguments['path'] for r in log if isinstance(r.request.arguments, dict)) == [
         '/tmp/0', '/tmp/1', '/tmp/2', '/tmp/3']
     assert {r.outcome for r in log} == {'approved'}
@@ -127,7 +127,7 @@ async def test_unanswered_review_in_a_plan_times_out() -> None:
 
 
 async def test_pipeline_step_in_a_plan_asks_with_its_resolved_input() -> None:
-    # AP-13 inside a plan: the plan installs the handler; the pipeline's gated step asks it; a rejection under
+    # inside a plan: the plan installs the handler; the pipeline's gated step asks it; a rejection under
     # FAIL_FAST stops the pipeline, which fails the plan step.
     archive = ToolPipeline.of('archive', 'Find and delete a file', find_file, delete_file)
     plan = {'steps': [{'id': 'a', 'tool': 'archive', 'arguments': {'pattern': 'logs'}},

@@ -1,4 +1,4 @@
-"""Built-in tools (spec §14f BI-1..BI-8): process introspection, blackboard, progress and communicate.
+"""Built-in tools: process introspection, blackboard, progress and communicate.
 
 Cases without a process call the tools directly; cases with one run a real `Agent` over a `ScriptedModel`
 (or a `FunctionModel` where the reply depends on what a tool returned) and read the tool messages.
@@ -123,10 +123,10 @@ async def run_calls(tools: Sequence[object], *calls: Reply, **agent_options: Any
     return [content for _, content, _ in outputs(result.messages)]
 
 
-# --- definitions (BI-1, BI-3, BI-7, BI-8) ------------------------------------------------------------------
+# --- definitions ------------------------------------------------------------------
 
 
-def test_process_tools_have_the_six_names_and_no_parameters() -> None:  # BI-1
+def test_process_tools_have_the_six_names_and_no_parameters() -> None:
     tools = process_tools()
     assert [t.name for t in tools] == PROCESS_TOOLS
     for t in tools:
@@ -134,7 +134,7 @@ def test_process_tools_have_the_six_names_and_no_parameters() -> None:  # BI-1
         assert t.description and t.definition.metadata.category == 'agent_process'
 
 
-def test_blackboard_tools_have_the_five_names_and_their_parameters() -> None:  # BI-3
+def test_blackboard_tools_have_the_five_names_and_their_parameters() -> None:
     tools = by_name(blackboard_tools())
     assert list(tools) == BLACKBOARD_TOOLS
     assert tools['blackboard_list'].definition.parameters['properties'] == {}
@@ -145,7 +145,7 @@ def test_blackboard_tools_have_the_five_names_and_their_parameters() -> None:  #
     assert {t.definition.metadata.category for t in tools.values()} == {'blackboard'}
 
 
-def test_progress_and_communicate_have_one_required_string_parameter() -> None:  # BI-7, BI-8
+def test_progress_and_communicate_have_one_required_string_parameter() -> None:
     for t, param in [(progress_tool(), 'status'), (communicate_tool(), 'message')]:
         schema = t.definition.parameters
         assert schema['required'] == [param] and list(schema['properties']) == [param]
@@ -166,30 +166,30 @@ def test_factories_reject_bad_options() -> None:
             ModelPrice(input=bad, output=1.0)  # type: ignore[arg-type]
 
 
-# --- no process (BI-2, BI-4, BI-7, BI-8) -------------------------------------------------------------------
+# --- no process -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize('name', PROCESS_TOOLS)
-async def test_process_tools_without_a_process(name: str) -> None:  # BI-2
+async def test_process_tools_without_a_process(name: str) -> None:
     result = await by_name(process_tools())[name].call({})
     assert result.ok and result.output == NO_PROCESS
 
 
 @pytest.mark.parametrize('name', BLACKBOARD_TOOLS)
 @pytest.mark.parametrize('arguments', [{}, {'name': 'x', 'typeName': 'User'}])
-async def test_blackboard_tools_without_a_process(name: str, arguments: dict[str, Any]) -> None:  # BI-4
+async def test_blackboard_tools_without_a_process(name: str, arguments: dict[str, Any]) -> None:
     result = await by_name(blackboard_tools())[name].call(arguments)
     assert result.ok and result.output == NO_PROCESS_BB  # the process check comes before the parameter check
 
 
-async def test_progress_without_a_process_logs_a_warning(caplog: pytest.LogCaptureFixture) -> None:  # BI-7
+async def test_progress_without_a_process_logs_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger='toolweave.builtins'):
         result = await progress_tool().call({'status': 'indexing'})
     assert result.ok and result.output == 'Progress noted (no active process to display it).'
     assert any(r.levelno == logging.WARNING and 'indexing' in r.getMessage() for r in caplog.records)
 
 
-async def test_communicate_without_a_process_logs_a_warning(caplog: pytest.LogCaptureFixture) -> None:  # BI-8
+async def test_communicate_without_a_process_logs_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger='toolweave.builtins'):
         result = await communicate_tool().call('{"message": "PR #7 is open"}')
     assert result.ok and result.output == 'Message noted (no active process to deliver it).'
@@ -197,14 +197,14 @@ async def test_communicate_without_a_process_logs_a_warning(caplog: pytest.LogCa
 
 
 @pytest.mark.parametrize('arguments', [None, '', '{}', {'status': None}, {'status': '  '}, {'other': 'x'}])
-async def test_progress_missing_status_is_an_error(arguments: Any) -> None:  # BI-7
+async def test_progress_missing_status_is_an_error(arguments: Any) -> None:
     result = await progress_tool().call(arguments)
     assert result.error == "Missing 'status' parameter"
     assert result.text == "Error: Missing 'status' parameter"
 
 
 @pytest.mark.parametrize('arguments', [None, {}, {'message': None}, {'message': ''}])
-async def test_communicate_missing_message_is_an_error(arguments: Any) -> None:  # BI-8
+async def test_communicate_missing_message_is_an_error(arguments: Any) -> None:
     result = await communicate_tool().call(arguments)
     assert result.error == "Missing 'message' parameter"
 
@@ -219,19 +219,19 @@ async def test_wrong_types_and_malformed_json_fail_with_the_fix() -> None:
     assert not_object.error is not None and 'must be a JSON object, got list' in not_object.error
 
 
-# --- process tools in a run (BI-2) ---------------------------------------------------------------------------
+# --- process tools in a run ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(('name', 'expected'), [
     ('process_history', 'No actions have been executed yet.'),
     ('process_tools_stats', 'No tools have been called yet.'),
 ])
-async def test_process_tools_with_no_activity_yet(name: str, expected: str) -> None:  # BI-2
+async def test_process_tools_with_no_activity_yet(name: str, expected: str) -> None:
     # the first call of a run: the loop records a call in the history only once it has finished
     assert await run_calls(process_tools(), call(name)) == [expected]
 
 
-async def test_process_models_before_any_model_call() -> None:  # BI-2
+async def test_process_models_before_any_model_call() -> None:
     models_tool = by_name(process_tools())['process_models']
     seen: list[str] = []
 
@@ -247,7 +247,7 @@ async def test_process_models_before_any_model_call() -> None:  # BI-2
     assert after.startswith('Models used (1):\n\n- fn-model: 1 request, ')
 
 
-async def test_process_tools_report_a_run() -> None:  # BI-1
+async def test_process_tools_report_a_run() -> None:
     model = ScriptedModel([call('lookup'), call('lookup'), call('lookup_fail'), *map(call, PROCESS_TOOLS), 'done'])
     agent = Agent(model, tools=[FakeTool('lookup'), FakeTool('lookup_fail', fail='backend down'), *process_tools()],
                   name='auditor', budget=Budget(max_llm_calls=10, max_tool_calls=20))
@@ -362,22 +362,22 @@ async def test_sub_agent_sees_its_own_process_and_its_parent() -> None:
     assert f"Parent ID: {result.process.id} (agent 'parent')" in status
 
 
-# --- blackboard tools in a run (BI-4, BI-5, BI-6) ------------------------------------------------------------
+# --- blackboard tools in a run ------------------------------------------------------------
 
 
-async def test_blackboard_is_empty() -> None:  # BI-4
+async def test_blackboard_is_empty() -> None:
     texts = await run_calls(blackboard_tools(), call('blackboard_list'), call('blackboard_count', {'typeName': 'X'}))
     assert texts == ['Blackboard is empty - no objects available.', "Found 0 object(s) of type 'X' in blackboard"]
 
 
-async def test_blackboard_list() -> None:  # BI-4
+async def test_blackboard_list() -> None:
     load = loader((User('ann'), 'user'), (Admin('bob'), None), ('a note', 'note'), (7, None))
     texts = await run_calls([load, *blackboard_tools()], call('load'), call('blackboard_list'))
     assert texts[1] == ('Blackboard contains 4 object(s):\n[0] User\n[1] Admin\n[2] str\n[3] int\n'
                         "Binding names: 'user', 'note'")
 
 
-async def test_blackboard_list_without_names_is_exactly_the_listing() -> None:  # BI-4
+async def test_blackboard_list_without_names_is_exactly_the_listing() -> None:
     texts = await run_calls([loader((User('ann'), None)), *blackboard_tools()], call('load'), call('blackboard_list'))
     assert texts[1] == 'Blackboard contains 1 object(s):\n[0] User'
 
@@ -391,7 +391,7 @@ async def test_blackboard_list_caps_a_huge_board() -> None:
     assert lines[-1] == '(50 older object(s) not listed)' and len(lines) == 202
 
 
-async def test_blackboard_get_and_describe() -> None:  # BI-4
+async def test_blackboard_get_and_describe() -> None:
     load = loader((User('ann'), 'user'), (User('cy'), 'user'), (Order(id=3, total=9.5), 'order'))
     texts = await run_calls(
         [load, *blackboard_tools()], call('load'),
@@ -431,7 +431,7 @@ def test_durations_read_like_a_stopwatch() -> None:
     assert [format_duration(seconds) for seconds, _ in cases] == [text for _, text in cases]
 
 
-async def test_blackboard_last_and_count_match_simple_and_qualified_names() -> None:  # BI-4, BI-5
+async def test_blackboard_last_and_count_match_simple_and_qualified_names() -> None:
     load = loader((User('ann'), None), (Admin('bob', 2), None), (User('cy'), None), ('text', None))
     texts = await run_calls(
         [load, *blackboard_tools()], call('load'),
@@ -446,7 +446,7 @@ async def test_blackboard_last_and_count_match_simple_and_qualified_names() -> N
         call('blackboard_count', {'typeName': None}),
         call('blackboard_count', {'type_name': 'Admin'}),
     )
-    assert texts[1] == "Last User:\nUser(name='cy')"  # BI-5: the most recent match
+    assert texts[1] == "Last User:\nUser(name='cy')"  # the most recent match
     assert texts[2] == "Last Admin:\nAdmin(name='bob', level=2)"
     assert texts[3] == "No object of type 'Missing' found in blackboard"
     assert texts[4] == 'Missing required parameter: typeName'
@@ -466,7 +466,7 @@ async def test_blackboard_argument_errors_are_failures_the_model_reads() -> None
     assert malformed_error and "Invalid JSON arguments for tool 'blackboard_last'" in malformed
 
 
-def test_default_formatting() -> None:  # BI-6
+def test_default_formatting() -> None:
     assert format_blackboard_entry(Report()) == 'Report(verbose=True, indent=0)'
     assert format_blackboard_entry(Note('call Bob')) == 'call Bob'
     assert format_blackboard_entry(User('ann')) == "User(name='ann')"
@@ -489,7 +489,7 @@ def test_default_formatting() -> None:  # BI-6
     assert format_blackboard_entry(NotText(5)) == repr(NotText(5))  # not a string: the string form
 
 
-async def test_formatting_in_the_tools() -> None:  # BI-6
+async def test_formatting_in_the_tools() -> None:
     load = loader((Report(), 'report'), (Note('remember the milk'), 'note'))
     texts = await run_calls([load, *blackboard_tools()], call('load'), call('blackboard_get', {'name': 'report'}),
                             call('blackboard_last', {'typeName': 'Note'}))
@@ -528,11 +528,11 @@ async def test_blackboard_tools_inside_a_plan() -> None:
     assert result.plan_runs[0].step('n').output == "Found 1 object(s) of type 'User' in blackboard"
 
 
-# --- progress and communicate in a run (BI-7, BI-8) --------------------------------------------------------
+# --- progress and communicate in a run --------------------------------------------------------
 
 
 @pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
-async def test_progress_and_communicate_emit_events(anyio_backend: str) -> None:  # BI-7, BI-8
+async def test_progress_and_communicate_emit_events(anyio_backend: str) -> None:
     events: list[AgentEvent] = []
     model = ScriptedModel([call('progress', {'status': 'Reading 3 files'}),
                            call('communicate', {'message': 'Opened PR #12'}), 'done'])
@@ -548,7 +548,7 @@ async def test_progress_and_communicate_emit_events(anyio_backend: str) -> None:
     assert AssistantMessage('Opened PR #12') not in result.messages
 
 
-async def test_progress_missing_status_in_a_run_is_an_error_result() -> None:  # BI-7
+async def test_progress_missing_status_in_a_run_is_an_error_result() -> None:
     events: list[AgentEvent] = []
     model = ScriptedModel([call('progress', {}), 'done'])
     result = await Agent(model, tools=[progress_tool()]).run('go', on_event=events.append)
@@ -566,10 +566,10 @@ async def test_sub_agent_progress_bubbles_up_to_the_parent() -> None:
     assert progress.status == 'child working' and progress.process_id != result.process.id
 
 
-# --- facades (BI-1, BI-3) -------------------------------------------------------------------------------------
+# --- facades -------------------------------------------------------------------------------------
 
 
-def test_facades_wrap_the_tool_lists() -> None:  # BI-1, BI-3
+def test_facades_wrap_the_tool_lists() -> None:
     process = process_tools_facade()
     assert process.name == 'agent_process' and process.definition.parameters['properties'] == {}
     assert [t.name for t in process.inner_tools] == PROCESS_TOOLS
@@ -579,7 +579,7 @@ def test_facades_wrap_the_tool_lists() -> None:  # BI-1, BI-3
     assert board.child_tool_usage_notes and 'blackboard_list' in board.child_tool_usage_notes
 
 
-async def test_facades_unfold_in_a_run() -> None:  # BI-1, BI-3
+async def test_facades_unfold_in_a_run() -> None:
     model = ScriptedModel([call('agent_process'), call('process_tools_stats'), call('blackboard'),
                            call('blackboard_list'), 'done'])
     agent = Agent(model, tools=[process_tools_facade(), blackboard_facade(lambda value: 'custom')])
@@ -603,18 +603,3 @@ def test_public_names() -> None:
         assert getattr(toolweave, name) is getattr(toolweave.builtins, name)
     assert ModelPrice.__module__ == 'toolweave' and repr(ModelPrice(1, 2)) == 'ModelPrice(input=1, output=2)'
     assert set(toolweave.builtins.__all__) <= set(dir(toolweave.builtins))
-
-
-FENCE = re.compile(r'```python\n(.*?)```', re.DOTALL)
-
-
-@pytest.mark.parametrize('obj', [process_tools, blackboard_tools, progress_tool, format_blackboard_entry,
-                                 ModelPrice])
-def test_docstring_examples_run(obj: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    import textwrap
-
-    [code] = FENCE.findall(textwrap.dedent(obj.__doc__.split('\n', 1)[1]))
-    namespace: dict[str, Any] = {'format_blackboard_entry': format_blackboard_entry}
-    exec(compile(code, f'{obj.__name__} docstring', 'exec'), namespace)
-    printed = capsys.readouterr().out.splitlines()
-    assert printed == [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#>')]

@@ -85,7 +85,7 @@ def test_run_weather_prints_events_timeline_summary_and_totals(runner: CliRunner
 
 @pytest.mark.usefixtures('instant')
 def test_run_failing_plan_exits_1_and_shows_failed_and_skipped(runner: CliRunner) -> None:
-    # FF-1, FF-3, OS-8 as the person at the terminal sees them.
+    # Failed and skipped steps and the errors section, as the person at the terminal sees them.
     result = invoke(runner, 'run', str(PLANS / 'failing.json'), '--tools', TOOLS)
     out = result.output
     assert result.exit_code == 1
@@ -145,7 +145,7 @@ def test_run_json_prints_only_the_run_record(runner: CliRunner) -> None:
 
 
 def test_run_json_shows_parallel_steps_overlapping(runner: CliRunner) -> None:
-    # WV-1 and WV-6, seen from the CLI's run record.
+    # Independent steps run together, seen from the CLI's run record.
     result = invoke(runner, 'run', str(PLANS / 'weather.json'), '--tools', TOOLS, '--json')
     assert result.exit_code == 0
     steps = {s['id']: s for s in json.loads(result.output)['steps']}
@@ -181,7 +181,7 @@ SLOW_TOOLS = '''
 
 def test_step_timeout_fails_the_hanging_step_only(runner: CliRunner, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    # D8: a timed-out step fails like a raised exception; its dependents are skipped, the rest runs.
+    # a timed-out step fails like a raised exception; its dependents are skipped, the rest runs.
     module = write_module(tmp_path, monkeypatch, 'slow_tools_a', SLOW_TOOLS)
     plan = write_plan(tmp_path, {'steps': [
         {'id': 'hang', 'tool': 'slow', 'arguments': {'seconds': 30}},
@@ -251,7 +251,8 @@ def test_validate_runs_nothing(runner: CliRunner, tmp_path: Path, monkeypatch: p
 
 
 def test_validate_reports_every_problem(runner: CliRunner) -> None:
-    # PV-3, PV-4, PV-5, PV-6, PV-9 and D4's unknown reference, all in one report.
+    # A duplicate id, a blank tool, a recursive plan, an unknown tool, a cycle and an unknown reference, all
+    # in one report.
     result = invoke(runner, 'validate', str(PLANS / 'invalid.json'), '--tools', TOOLS)
     out = result.output
     assert result.exit_code == 1
@@ -518,7 +519,7 @@ def test_huge_outputs_stay_off_the_screen(runner: CliRunner, tmp_path: Path, mon
     plan = write_plan(tmp_path, {'steps': [{'id': 'big', 'tool': 'huge', 'arguments': {'n': 1_000_000}}]})
     result = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS')
     assert result.exit_code == 0
-    assert len(result.output) < 20_000  # the summary is cut (D6); the full output stays in the record
+    assert len(result.output) < 20_000  # the summary is cut; the full output stays in the record
     assert 'cut 996000 of 1000000 characters' in flat(result.output)
     full = invoke(runner, 'run', plan, '--tools', f'{module}:TOOLS', '--json')
     assert len(json.loads(full.output)['steps'][0]['output']) == 1_000_000

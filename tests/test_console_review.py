@@ -1,5 +1,5 @@
 """The console review handler, driven through a real pseudo-terminal (approve, edit, reject, quit, timeout) and a
-pipe, and the process-wide console lock that serialises concurrent prompts (AP-12)."""
+pipe, and the process-wide console lock that serialises concurrent prompts."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_unanswered_prompt_times_out(terminal: StartTerminal) -> None:
 
 @pytest.mark.parametrize('scenario', ['concurrent', 'threads'])
 def test_console_lock_serialises_prompts(terminal: StartTerminal, scenario: str) -> None:
-    # AP-12: two gated calls at once (two tasks of one event loop, or two event loops in two threads); the second
+    # two gated calls at once (two tasks of one event loop, or two event loops in two threads); the second
     # prompt appears only after the first is answered.
     term = terminal(scenario)
     first = term.expect(r'Approval required: (\w+)').group(1)

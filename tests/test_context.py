@@ -1,26 +1,37 @@
-"""ToolCallContext (spec §13 CX-1..CX-7, CX-13..CX-15, preface D11)."""
+"""ToolCallContext: an immutable mapping, merging, the loop id, and how it reaches tool bodies and wrappers."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from toolweave import DelegatingTool, OneShotPerLoopTool, Tool, ToolCallContext, Toolset, tool, with_description
+from toolweave import (
+    DelegatingTool,
+    OneShotPerLoopTool,
+    TextTool,
+    Tool,
+    ToolCallContext,
+    Toolset,
+    tool,
+    with_description,
+)
 from toolweave.testing import FakeTool
 
 pytestmark = pytest.mark.anyio
 
 
-def test_empty_is_empty_and_get_gives_none() -> None:  # CX-1
+def test_empty_is_empty_and_get_gives_none() -> None:
     assert ToolCallContext.EMPTY.is_empty
     assert ToolCallContext.EMPTY.get('anything') is None
     assert len(ToolCallContext.EMPTY) == 0
     assert ToolCallContext.EMPTY.loop_id is None
 
 
-def test_of_keeps_types_and_returns_the_empty_singleton() -> None:  # CX-2
+def test_of_keeps_types_and_returns_the_empty_singleton() -> None:
     ctx = ToolCallContext.of(key='value', num=42)
     assert ctx['key'] == 'value'
     assert ctx['num'] == 42 and isinstance(ctx['num'], int)
@@ -32,7 +43,7 @@ def test_of_keeps_types_and_returns_the_empty_singleton() -> None:  # CX-2
     assert ToolCallContext.of({'a': 1}, b=2).to_map() == {'a': 1, 'b': 2}
 
 
-def test_lookup_contains_and_defaults() -> None:  # CX-3
+def test_lookup_contains_and_defaults() -> None:
     ctx = ToolCallContext.of(a=1, present='yes')
     assert ctx.get('missing') is None
     assert 'present' in ctx
@@ -43,7 +54,7 @@ def test_lookup_contains_and_defaults() -> None:  # CX-3
         ctx['missing']
 
 
-def test_to_map_is_a_copy_and_the_context_is_immutable() -> None:  # CX-4
+def test_to_map_is_a_copy_and_the_context_is_immutable() -> None:
     ctx = ToolCallContext.of(tenant='acme')
     copy = ctx.to_map()
     copy['tenant'] = 'changed'
@@ -55,14 +66,14 @@ def test_to_map_is_a_copy_and_the_context_is_immutable() -> None:  # CX-4
         ctx.extra = 1  # type: ignore[attr-defined]
 
 
-def test_constructor_copies_its_input() -> None:  # CX-4
+def test_constructor_copies_its_input() -> None:
     source = {'a': 1}
     ctx = ToolCallContext(source)
     source['a'] = 2
     assert ctx['a'] == 1
 
 
-def test_reads_from_many_threads() -> None:  # CX-4
+def test_reads_from_many_threads() -> None:
     ctx = ToolCallContext.of({f'k{i}': i for i in range(100)})
     errors: list[str] = []
 
@@ -79,13 +90,13 @@ def test_reads_from_many_threads() -> None:  # CX-4
     assert errors == []
 
 
-def test_merge_unions_and_the_argument_wins() -> None:  # CX-5
+def test_merge_unions_and_the_argument_wins() -> None:
     merged = ToolCallContext.of(key='old', a=1).merge({'key': 'new', 'b': 2})
     assert merged.to_map() == {'key': 'new', 'a': 1, 'b': 2}
     assert ToolCallContext.of(key='old').merge(ToolCallContext.of(key='new'))['key'] == 'new'
 
 
-def test_merge_with_empty_returns_the_other_side_itself() -> None:  # CX-6
+def test_merge_with_empty_returns_the_other_side_itself() -> None:
     ctx = ToolCallContext.of(a=1)
     assert ctx.merge(ToolCallContext.EMPTY) is ctx
     assert ToolCallContext.EMPTY.merge(ctx) is ctx
@@ -93,7 +104,7 @@ def test_merge_with_empty_returns_the_other_side_itself() -> None:  # CX-6
     assert ctx.merge({}) is ctx
 
 
-def test_equality_hash_and_str() -> None:  # CX-7
+def test_equality_hash_and_str() -> None:
     a = ToolCallContext.of(x=1, y='two')
     b = ToolCallContext({'y': 'two', 'x': 1})
     assert a == b
@@ -105,18 +116,18 @@ def test_equality_hash_and_str() -> None:  # CX-7
     assert a != {'x': 1, 'y': 'two'}  # a context equals only a context
 
 
-def test_unhashable_values_still_hash_consistently() -> None:  # CX-7
+def test_unhashable_values_still_hash_consistently() -> None:
     a = ToolCallContext.of(items=[1, 2])
     b = ToolCallContext.of(items=[1, 2])
     assert a == b and hash(a) == hash(b)
 
 
-def test_loop_id_key() -> None:  # D11
+def test_loop_id_key() -> None:
     assert ToolCallContext.of({'toolweave.loop_id': 7}).loop_id == '7'
     assert ToolCallContext.of(other=1).loop_id is None
 
 
-async def test_every_call_through_a_toolset_sees_the_context() -> None:  # CX-13
+async def test_every_call_through_a_toolset_sees_the_context() -> None:
     first, second = FakeTool('first'), FakeTool('second')
     tools = Toolset([first, second])
     ctx = ToolCallContext.of(key='value')
@@ -128,7 +139,7 @@ async def test_every_call_through_a_toolset_sees_the_context() -> None:  # CX-13
     assert first.calls[1].context is ToolCallContext.EMPTY  # never None
 
 
-async def test_context_aware_function_tool_gets_the_context() -> None:  # CX-13, CX-16 through a Toolset
+async def test_context_aware_function_tool_gets_the_context() -> None:  # through a Toolset
     seen: list[Mapping[str, object]] = []
 
     @tool
@@ -150,7 +161,7 @@ async def test_context_aware_function_tool_gets_the_context() -> None:  # CX-13,
     [DelegatingTool, lambda t: with_description(t, 'x'), OneShotPerLoopTool,
      lambda t: Toolset([t]).prefixed('p').tools[0]],
 )
-async def test_decorators_forward_the_context_unchanged(decorate: Callable[[Tool], Tool]) -> None:  # CX-15
+async def test_decorators_forward_the_context_unchanged(decorate: Callable[[Tool], Tool]) -> None:
     fake = FakeTool('inner')
     decorated = decorate(fake)
     ctx = ToolCallContext.of(tenant='acme')
@@ -158,3 +169,52 @@ async def test_decorators_forward_the_context_unchanged(decorate: Callable[[Tool
     assert fake.calls[0].context is ctx
     await decorated.call('{}')
     assert fake.calls[1].context is ToolCallContext.EMPTY
+
+
+# --- one rule for where a function receives the context --------------------------------------------------------
+
+
+class Query(BaseModel):
+    q: str
+
+
+async def test_one_rule_decides_which_handlers_receive_the_context() -> None:
+    ctx = ToolCallContext.of(tenant='acme')
+    seen: dict[str, object] = {}
+
+    def required(args: dict[str, Any], context: ToolCallContext) -> str:
+        seen['required'] = context
+        return 'ok'
+
+    def optional(args: dict[str, Any], extra: object = None) -> str:  # an optional parameter keeps its default
+        seen['optional'] = extra
+        return 'ok'
+
+    def annotated(args: dict[str, Any], ctx: ToolCallContext | None = None) -> str:  # the annotation decides
+        seen['annotated'] = ctx
+        return 'ok'
+
+    def keyword(args: dict[str, Any], *, context: ToolCallContext) -> str:
+        seen['keyword'] = context
+        return 'ok'
+
+    for handler in (required, optional, annotated, keyword):
+        await Tool.create(handler.__name__, 'd', handler).call('{}', ctx)
+    assert seen == {'required': ctx, 'optional': None, 'annotated': ctx, 'keyword': ctx}
+
+    texts: dict[str, object] = {}
+    await TextTool.from_function('t1', 'd', lambda text, context: texts.setdefault('required', context)).call('x', ctx)
+    await TextTool.from_function('t2', 'd', lambda text, extra=None: texts.setdefault('optional', extra)).call('x', ctx)
+    assert texts == {'required': ctx, 'optional': None}
+
+
+async def test_a_typed_handler_with_an_optional_context_gets_the_model() -> None:
+    def lookup(query: Query, ctx: ToolCallContext | None = None) -> str:
+        assert isinstance(query, Query)
+        return f'{query.q}@{ctx.get("tenant") if ctx is not None else None}'
+
+    created = Tool.create('lookup', 'Look up.', lookup)
+    decorated = tool(lookup)
+    for made in (created, decorated):
+        result = await made.call('{"query": {"q": "x"}}' if made is decorated else '{"q": "x"}', {'tenant': 'acme'})
+        assert result.output == 'x@acme', made

@@ -1,5 +1,5 @@
-"""Decorators: DelegatingTool (CX-15), with_description / with_note (DT-2, DT-3), OneShotPerLoopTool and LoopMemo
-(OL-1..OL-12), ArtifactSinkingTool and sinks (AS-1..AS-7)."""
+"""Decorators: DelegatingTool, with_description / with_note, OneShotPerLoopTool and LoopMemo, ArtifactSinkingTool
+and sinks."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def loop(loop_id: str) -> ToolCallContext:
 # --- DelegatingTool -------------------------------------------------------------------------------------
 
 
-async def test_delegating_tool_forwards_call_and_definition() -> None:  # CX-15
+async def test_delegating_tool_forwards_call_and_definition() -> None:
     fake = FakeTool('calculator', 42, description='Adds.')
     wrapped = DelegatingTool(fake)
     assert wrapped.delegate is fake
@@ -60,7 +60,7 @@ async def test_delegating_tool_forwards_call_and_definition() -> None:  # CX-15
     assert fake.calls[0].arguments == '{}'
 
 
-async def test_single_argument_call_routes_with_empty_context() -> None:  # CX-15
+async def test_single_argument_call_routes_with_empty_context() -> None:
     fake = FakeTool('t')
     await DelegatingTool(fake).call('{}')
     assert fake.calls[0].context is ToolCallContext.EMPTY
@@ -77,8 +77,8 @@ async def test_delegating_tool_is_instrumented_once() -> None:
 
 async def test_subclass_changes_one_thing() -> None:
     class Upper(DelegatingTool):
-        async def call(self, arguments: Any = None, context: Any = None) -> ToolResult:
-            result = await super().call(arguments, context)
+        async def execute(self, arguments: Any, context: ToolCallContext) -> ToolResult:
+            result = await super().execute(arguments, context)
             return ToolResult.success(result.output.upper(), result.value)
 
     assert (await Upper(FakeTool('t', 'quiet')).call()).output == 'QUIET'
@@ -89,7 +89,7 @@ async def test_delegating_tool_execute_forwards_too() -> None:
     assert (await DelegatingTool(fake).execute(None, ToolCallContext.EMPTY)).output == 'body'
 
 
-async def test_decorators_let_control_flow_and_configuration_errors_through() -> None:  # D9
+async def test_decorators_let_control_flow_and_configuration_errors_through() -> None:
     with pytest.raises(ExitEarly):
         await OneShotPerLoopTool(FakeTool('t', raises=ExitEarly('stop'))).call()
     gated = FakeTool('gated', metadata=ToolMetadata(requires_approval=True))
@@ -112,7 +112,7 @@ def calculator() -> Tool:
                     metadata=ToolMetadata(return_direct=True))
 
 
-async def test_with_description_keeps_everything_else() -> None:  # DT-2
+async def test_with_description_keeps_everything_else() -> None:
     original = calculator()
     changed = with_description(original, 'X')
     assert changed.description == 'X'
@@ -123,13 +123,13 @@ async def test_with_description_keeps_everything_else() -> None:  # DT-2
     assert (await changed.call('{}')).output == '42'
 
 
-async def test_with_note_is_a_literal_join() -> None:  # DT-3
+async def test_with_note_is_a_literal_join() -> None:
     assert with_note(calculator(), 'Fast').description == 'Does math. Fast'
     dotted = FakeTool('t', description='Ends with a dot.')
     assert with_note(dotted, 'More').description == 'Ends with a dot.. More'
 
 
-async def test_doc_example_chain() -> None:  # DT-3
+async def test_doc_example_chain() -> None:
     chained = with_description(calculator(), 'Specialized math tool').with_note('Optimized for financial calculations')
     assert chained.description == 'Specialized math tool. Optimized for financial calculations'
     assert chained.name == 'calculator'
@@ -147,7 +147,7 @@ def test_description_must_be_text() -> None:
 # --- OneShotPerLoopTool ---------------------------------------------------------------------------------
 
 
-async def test_first_call_in_a_loop_delegates() -> None:  # OL-1
+async def test_first_call_in_a_loop_delegates() -> None:
     fake = FakeTool('skill', 'body:{}')
     one_shot = OneShotPerLoopTool(fake)
     result = await one_shot.call('{}', loop('loop-1'))
@@ -155,7 +155,7 @@ async def test_first_call_in_a_loop_delegates() -> None:  # OL-1
     assert fake.call_count == 1
 
 
-async def test_second_call_in_same_loop_short_circuits() -> None:  # OL-2
+async def test_second_call_in_same_loop_short_circuits() -> None:
     fake = FakeTool('skill', 'body')
     one_shot = OneShotPerLoopTool(fake, advice='Use the skill text above.')
     await one_shot.call('{}', loop('loop-1'))
@@ -170,7 +170,7 @@ async def test_second_call_in_same_loop_short_circuits() -> None:  # OL-2
     assert 'ALREADY LOADED' in second.output and 'skill' in second.output
 
 
-async def test_each_loop_delegates_once() -> None:  # OL-3
+async def test_each_loop_delegates_once() -> None:
     fake = FakeTool('skill')
     one_shot = OneShotPerLoopTool(fake)
     for loop_id in ['loop-1', 'loop-2', 'loop-3']:
@@ -178,7 +178,7 @@ async def test_each_loop_delegates_once() -> None:  # OL-3
     assert fake.call_count == 3
 
 
-async def test_ten_calls_in_one_loop_delegate_once() -> None:  # OL-4
+async def test_ten_calls_in_one_loop_delegate_once() -> None:
     fake = FakeTool('skill')
     one_shot = OneShotPerLoopTool(fake)
     for _ in range(10):
@@ -186,7 +186,7 @@ async def test_ten_calls_in_one_loop_delegate_once() -> None:  # OL-4
     assert fake.call_count == 1
 
 
-async def test_no_loop_id_passes_through() -> None:  # OL-5
+async def test_no_loop_id_passes_through() -> None:
     fake = FakeTool('skill')
     one_shot = OneShotPerLoopTool(fake)
     await one_shot.call('{}')
@@ -195,7 +195,7 @@ async def test_no_loop_id_passes_through() -> None:  # OL-5
     assert fake.call_count == 3
 
 
-async def test_loop_id_key_and_context_passthrough() -> None:  # OL-6, D11
+async def test_loop_id_key_and_context_passthrough() -> None:
     fake = FakeTool('skill')
     ctx = ToolCallContext.of({LOOP: 'L', 'tenant': 'acme'})
     assert ctx.loop_id == 'L'
@@ -203,7 +203,7 @@ async def test_loop_id_key_and_context_passthrough() -> None:  # OL-6, D11
     assert fake.calls[0].context is ctx
 
 
-def test_exposes_delegate_and_its_definition() -> None:  # OL-7
+def test_exposes_delegate_and_its_definition() -> None:
     fake = calculator()
     one_shot = OneShotPerLoopTool(fake)
     assert one_shot.delegate is fake
@@ -211,7 +211,7 @@ def test_exposes_delegate_and_its_definition() -> None:  # OL-7
 
 
 @pytest.mark.parametrize('failing', [FakeTool('skill', fail='nope'), FakeTool('skill', raises=RuntimeError('boom'))])
-async def test_loop_marked_before_delegate_runs(failing: FakeTool) -> None:  # OL-8
+async def test_loop_marked_before_delegate_runs(failing: FakeTool) -> None:
     one_shot = OneShotPerLoopTool(failing)
     first = await one_shot.call('{}', loop('L'))
     assert not first.ok
@@ -220,7 +220,7 @@ async def test_loop_marked_before_delegate_runs(failing: FakeTool) -> None:  # O
     assert failing.call_count == 1
 
 
-async def test_two_wrappers_keep_separate_memories() -> None:  # OL-9
+async def test_two_wrappers_keep_separate_memories() -> None:
     fake = FakeTool('skill')
     a, b = OneShotPerLoopTool(fake), OneShotPerLoopTool(fake)
     await a.call('{}', loop('L'))
@@ -228,14 +228,14 @@ async def test_two_wrappers_keep_separate_memories() -> None:  # OL-9
     assert fake.call_count == 2
 
 
-async def test_one_shot_inside_a_toolset_per_loop() -> None:  # OL-1, OL-2 through dispatch
+async def test_one_shot_inside_a_toolset_per_loop() -> None:  # through dispatch
     fake = FakeTool('skill')
     tools = Toolset([OneShotPerLoopTool(fake)])
     await tools.call('skill', '{}', loop('x'))
     assert 'ALREADY LOADED' in (await tools.call('skill', '{}', loop('x'))).output
 
 
-def test_loop_memo_sequence() -> None:  # OL-10
+def test_loop_memo_sequence() -> None:
     memo = LoopMemo()
     assert memo.first_call('x') is True
     assert memo.first_call('x') is False
@@ -245,7 +245,7 @@ def test_loop_memo_sequence() -> None:  # OL-10
     assert memo.first_call('fresh') is True  # no-id calls never polluted it
 
 
-def test_loop_memo_capacity_evicts_by_first_insertion() -> None:  # OL-11
+def test_loop_memo_capacity_evicts_by_first_insertion() -> None:
     assert LoopMemo().capacity == 1024
     memo = LoopMemo(capacity=2)
     assert [memo.first_call(i) for i in ['a', 'b']] == [True, True]
@@ -262,7 +262,7 @@ def test_loop_memo_rejects_bad_capacity(capacity: object) -> None:
         LoopMemo(capacity)  # type: ignore[arg-type]
 
 
-def test_loop_memo_is_thread_safe() -> None:  # OL-12
+def test_loop_memo_is_thread_safe() -> None:
     memo = LoopMemo()
     barrier = threading.Barrier(32)
     results: list[bool] = []
@@ -281,7 +281,7 @@ def test_loop_memo_is_thread_safe() -> None:  # OL-12
 
 
 @pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
-async def test_concurrent_first_calls_delegate_once(anyio_backend: str) -> None:  # OL-12 with tasks
+async def test_concurrent_first_calls_delegate_once(anyio_backend: str) -> None:  # with tasks
     fake = FakeTool('skill', delay=0.01)
     one_shot = OneShotPerLoopTool(fake)
     outputs: list[str] = []
@@ -319,7 +319,7 @@ class Person:
     name: str
 
 
-async def test_passes_result_and_definition_through() -> None:  # AS-1
+async def test_passes_result_and_definition_through() -> None:
     fake = FakeTool('find', {'id': 1}, description='Find.', metadata=ToolMetadata(category='db'))
     sink = ListSink()
     sinking = ArtifactSinkingTool(fake, sink)
@@ -330,14 +330,14 @@ async def test_passes_result_and_definition_through() -> None:  # AS-1
     assert sink.items() == [{'id': 1}]
 
 
-async def test_failure_from_delegate_sinks_nothing() -> None:  # AS-2
+async def test_failure_from_delegate_sinks_nothing() -> None:
     sink = ListSink()
     result = await ArtifactSinkingTool(FakeTool('t', raises=RuntimeError('boom')), sink).call()
     assert result.error == 'boom'
     assert sink.items() == []
 
 
-async def test_control_flow_from_delegate_propagates_and_sinks_nothing() -> None:  # AS-2
+async def test_control_flow_from_delegate_propagates_and_sinks_nothing() -> None:
     sink = ListSink()
     with pytest.raises(ExitEarly):
         await ArtifactSinkingTool(FakeTool('t', raises=ExitEarly('stop')), sink).call()
@@ -347,13 +347,13 @@ async def test_control_flow_from_delegate_propagates_and_sinks_nothing() -> None
 @pytest.mark.parametrize(
     'fake', [FakeTool('t', 'plain text'), FakeTool('t', 42), FakeTool('t', True), FakeTool('t', fail='bad')]
 )
-async def test_only_artifacts_are_sunk(fake: FakeTool) -> None:  # AS-3
+async def test_only_artifacts_are_sunk(fake: FakeTool) -> None:
     sink = ListSink()
     await ArtifactSinkingTool(fake, sink).call()
     assert sink.items() == []
 
 
-async def test_type_filter_matches_subtypes() -> None:  # AS-4
+async def test_type_filter_matches_subtypes() -> None:
     dog = Dog('rex')
     sink = ListSink()
     await ArtifactSinkingTool(FakeTool('t', dog), sink, type=Animal).call()
@@ -363,7 +363,7 @@ async def test_type_filter_matches_subtypes() -> None:  # AS-4
     assert other.items() == []
 
 
-async def test_filter_then_transform() -> None:  # AS-5
+async def test_filter_then_transform() -> None:
     seen: list[object] = []
 
     def to_person(animal: Animal) -> Person:
@@ -378,25 +378,25 @@ async def test_filter_then_transform() -> None:  # AS-5
 
 
 @pytest.mark.parametrize('container', [list, tuple, set, frozenset])
-async def test_iterables_are_unwrapped(container: type) -> None:  # AS-6
+async def test_iterables_are_unwrapped(container: type) -> None:
     sink = ListSink()
     await ArtifactSinkingTool(FakeTool('t', container([1, 2])), sink, type=int).call()
     assert sorted(cast('list[int]', sink.items())) == [1, 2]  # `items()` is list[object]; these are the ints sunk
 
 
-async def test_empty_iterable_sinks_nothing() -> None:  # AS-6
+async def test_empty_iterable_sinks_nothing() -> None:
     sink = ListSink()
     await ArtifactSinkingTool(FakeTool('t', []), sink).call()
     assert sink.items() == []
 
 
-async def test_mapping_is_one_artifact() -> None:  # AS-6 (a dict is not unwrapped into its keys)
+async def test_mapping_is_one_artifact() -> None:  # a dict is not unwrapped into its keys
     sink = ListSink()
     await ArtifactSinkingTool(FakeTool('t', {'a': 1, 'b': 2}), sink, type=dict).call()
     assert sink.items() == [{'a': 1, 'b': 2}]
 
 
-def test_list_sink_returns_a_copy() -> None:  # AS-7
+def test_list_sink_returns_a_copy() -> None:
     sink = ListSink()
     sink.accept(1)
     copy = sink.items()
@@ -408,7 +408,7 @@ def test_list_sink_returns_a_copy() -> None:  # AS-7
     assert sink.items() == []
 
 
-def test_composite_sink_sends_to_every_sink_in_order() -> None:  # AS-7
+def test_composite_sink_sends_to_every_sink_in_order() -> None:
     order: list[str] = []
 
     class Recording:
@@ -425,7 +425,7 @@ def test_composite_sink_sends_to_every_sink_in_order() -> None:  # AS-7
     CompositeSink().accept('dropped')  # an empty composite is fine
 
 
-async def test_composite_through_the_tool() -> None:  # AS-7
+async def test_composite_through_the_tool() -> None:
     a, b = ListSink(), ListSink()
     await ArtifactSinkingTool(FakeTool('t', [{'k': 1}]), CompositeSink(a, b)).call()
     assert a.items() == b.items() == [{'k': 1}]
@@ -455,7 +455,7 @@ def test_bad_sink_type_and_transform_are_rejected() -> None:
         ArtifactSinkingTool(FakeTool('t'), ListSink(), transform='upper')  # type: ignore[arg-type]
 
 
-async def test_function_tool_values_are_sunk() -> None:  # AS-1 with a real function tool
+async def test_function_tool_values_are_sunk() -> None:  # with a real function tool
     @tool
     def people() -> list[Person]:
         """List people."""
@@ -472,7 +472,7 @@ def test_decorated_tools_repr() -> None:
 
 
 
-async def test_sink_configuration_error_propagates() -> None:  # AS-8 relies on it (no process -> raise)
+async def test_sink_configuration_error_propagates() -> None:  # the blackboard sink relies on it (no process -> raise)
     class Unwired:
         def accept(self, item: object) -> None:
             raise ToolConfigurationError('No AgentProcess available for BlackboardSink')
@@ -482,7 +482,7 @@ async def test_sink_configuration_error_propagates() -> None:  # AS-8 relies on 
 
 
 @given(capacity=st.integers(1, 5), ids=st.lists(st.sampled_from(['a', 'b', 'c', 'd', 'e', 'f', None]), max_size=60))
-def test_loop_memo_matches_a_reference_model(capacity: int, ids: list[str | None]) -> None:  # OL-10, OL-11
+def test_loop_memo_matches_a_reference_model(capacity: int, ids: list[str | None]) -> None:
     memo = LoopMemo(capacity)
     remembered: list[str] = []  # insertion order; the oldest is evicted first
     for loop_id in ids:
@@ -497,3 +497,81 @@ def test_loop_memo_matches_a_reference_model(capacity: int, ids: list[str | None
                 remembered.pop(0)
         assert memo.first_call(loop_id) is expected
     assert len(memo) == len(remembered)
+
+
+# --- sink filters, sink targets, plain values as artifacts -------------------------------------------------------
+
+
+async def test_the_filter_runs_after_the_type_check_and_before_the_transform() -> None:
+    transformed: list[object] = []
+
+    def name_of(animal: Animal) -> str:
+        transformed.append(animal)
+        return animal.name
+
+    sink = ListSink()
+    items = [Dog('rex'), Dog('fido'), Animal('cat'), 'text']
+    result = await ArtifactSinkingTool(FakeTool('t', items), sink, type=Animal, filter=lambda a: a.name != 'fido',
+                                       transform=name_of).call()
+    assert result.ok and sink.items() == ['rex', 'cat']
+    assert transformed == [items[0], items[2]]  # the transform never saw what the filter dropped
+
+
+async def test_a_filter_alone_keeps_the_items_as_they_are() -> None:
+    sink = ListSink()
+    await ArtifactSinkingTool(FakeTool('t', [{'score': 0.9}, {'score': 0.2}]), sink,
+                              filter=lambda hit: hit['score'] > 0.5).call()
+    assert sink.items() == [{'score': 0.9}]
+
+
+async def test_a_failing_filter_is_a_failure_that_names_it() -> None:
+    def broken(item: object) -> bool:
+        raise KeyError('score')
+
+    sink = ListSink()
+    result = await ArtifactSinkingTool(FakeTool('find', [{'a': 1}]), sink, filter=broken).call()
+    assert result.error is not None and 'KeyError' in result.error and 'filter' in result.error
+    assert sink.items() == []
+    with pytest.raises(UserError, match='filter of ArtifactSinkingTool'):
+        ArtifactSinkingTool(FakeTool('t'), ListSink(), filter='big')  # type: ignore[arg-type]
+
+
+def test_a_list_sink_fills_the_list_it_is_given() -> None:
+    found: list[Any] = ['already here']
+    sink = ListSink(found)
+    sink.accept(1)
+    assert found == ['already here', 1] and sink.items() == ['already here', 1]
+    with pytest.raises(UserError, match='ListSink fills a list'):
+        ListSink('not a list')  # type: ignore[arg-type]
+
+
+async def test_a_composite_sink_takes_its_sinks_as_a_list_too() -> None:
+    a, b = ListSink(), ListSink()
+    await ArtifactSinkingTool(FakeTool('t', [{'k': 1}]), CompositeSink([a, b])).call()
+    assert a.items() == b.items() == [{'k': 1}]
+    assert len(CompositeSink([]).sinks) == 0 and len(CompositeSink((a,)).sinks) == 1
+    with pytest.raises(UserError, match='CompositeSink sink #1'):
+        CompositeSink([a, 'nope'])  # type: ignore[list-item]
+
+
+async def test_a_plain_value_given_as_the_result_value_is_an_artifact() -> None:
+    @tool
+    def capture() -> ToolResult:
+        """Capture a page."""
+        return ToolResult.success('content', 'captured')
+
+    @tool
+    def count() -> int:
+        """Count things."""
+        return 3
+
+    @tool
+    def keep_quiet() -> ToolResult:
+        """Return a value that is not an artifact."""
+        return ToolResult.success('3 rows', 3, artifact=False)
+
+    sink = ListSink()
+    for source in (capture, count, keep_quiet):
+        await ArtifactSinkingTool(source, sink).call()
+    assert sink.items() == ['captured']  # a returned number is a value, not an artifact
+    assert (await count.call()).value == 3 and (await keep_quiet.call()).value == 3

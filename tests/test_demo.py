@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import toolweave.models
 from toolweave.cli._app import app
-from toolweave.testing._scenarios import MODES, SCENARIOS, resolve_refs, run_scenario
+from toolweave.testing.scenarios import MODES, SCENARIOS, resolve_refs, run_scenario
 
 runner = CliRunner()
 

@@ -65,7 +65,7 @@ def test_metrics_plan() -> None:
 
 
 def test_weather_plan() -> None:
-    # WV-2 (a diamond's tail waits for every branch), OS-1 (only output_steps are shown), D6 (JSON embedded).
+    # a diamond's tail waits for every branch; only output_steps are shown; JSON embedded.
     run = run_plan_sync(load('weather.json'), TOOLS)
     assert run.waves == (('tokyo', 'paris', 'lima'), ('warmest',))
     summary = json.loads(run.summary)
@@ -76,7 +76,7 @@ def test_weather_plan() -> None:
 
 
 def test_metrics_plan_is_scheduled_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
-    # D7: memory_alert starts as soon as memory is done, while cpu (same wave, slower) is still running.
+    # memory_alert starts as soon as memory is done, while cpu (same wave, slower) is still running.
     monkeypatch.setattr(examples.tools, 'LATENCY_SCALE', 2.0)
     run = run_plan_sync(load('metrics.json'), TOOLS)
     memory, cpu, memory_alert = run.step('memory'), run.step('cpu'), run.step('memory_alert')
@@ -88,7 +88,7 @@ def test_metrics_plan_is_scheduled_eagerly(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_weather_lookups_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
-    # WV-1: independent steps share wave 0 and run concurrently.
+    # independent steps share wave 0 and run concurrently.
     monkeypatch.setattr(examples.tools, 'LATENCY_SCALE', 1.0)
     run = run_plan_sync(load('weather.json'), TOOLS)
     lookups = run.steps[:3]
@@ -106,7 +106,7 @@ def test_fanout_plan() -> None:
 
 
 def test_chain_plan() -> None:
-    # WV-3 (a chain is one wave per step), RR-13/RR-15 (field refs keep their JSON type), D4 (embedded refs).
+    # a chain is one wave per step; field refs keep their JSON type; embedded refs.
     run = run_plan_sync(load('chain.json'), TOOLS)
     assert [len(w) for w in run.waves] == [1, 1, 1, 1, 1]
     assert run.step('total').value == 159.4
@@ -117,13 +117,13 @@ def test_chain_plan() -> None:
     }}
 
 
-def test_index_dialect_plan_is_seed_001s() -> None:
-    # D5, DP-12, DP-13, DP-20 (digest header per the C3 decision).
+def test_index_dialect_plan_file_is_index_based() -> None:
+    # The digest of an index-based plan, with its header.
     plan = parse_plan(load('index_dialect.json'))
     assert plan.dialect == 'index' and plan.goal == 'Check if CPU usage exceeds 80%'
     assert [s.id for s in plan.steps] == ['step_0', 'step_1', 'step_2']
     run = run_plan_sync(plan, TOOLS)
-    assert run.step('step_1').arguments == {'name': 'cpu_usage'}  # DP-12
+    assert run.step('step_1').arguments == {'name': 'cpu_usage'}
     assert run.step('step_2').value['exceeded'] is False  # 72.5 is not above "80"
     digest = run.digest().splitlines()
     assert digest[0] == 'Plan executed: 3/3 succeeded.'
@@ -132,7 +132,6 @@ def test_index_dialect_plan_is_seed_001s() -> None:
 
 
 def test_failing_plan_fails_forward() -> None:
-    # FF-1, FF-2, FF-3, OS-7, OS-8, OS-9.
     run = run_plan_sync(load('failing.json'), TOOLS)
     assert (run.step('status').status, run.step('weather').status, run.step('alert').status) == (
         'failed', 'succeeded', 'skipped')
@@ -143,8 +142,8 @@ def test_failing_plan_fails_forward() -> None:
 
 
 def test_invalid_plan_has_every_problem() -> None:
-    # PV-3 (duplicate id), PV-4 (blank tool), PV-5 (recursive plan), PV-6 (unknown tool), PV-9 (cycle), D4 (unknown
-    # ref is a validation error), all reported at once.
+    # A duplicate id, a blank tool, a recursive plan, an unknown tool, a cycle and an unknown reference (a
+    # validation error too), all reported at once.
     problems = validate_plan(load('invalid.json'), TOOLS)
     assert len(problems) >= 6
     joined = '\n'.join(problems)

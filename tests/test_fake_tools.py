@@ -131,7 +131,7 @@ async def test_raises_becomes_a_failure(raises: BaseException | type[BaseExcepti
     assert fake.calls[0].ended is not None
 
 
-async def test_raises_control_flow_signal_propagates() -> None:  # D9
+async def test_raises_control_flow_signal_propagates() -> None:
     with pytest.raises(ExitEarly):
         await FakeTool('t', raises=ExitEarly('stop')).call()
 

@@ -1,4 +1,4 @@
-"""`@tool`, `FunctionTool`, `tools_from`: function and method tools (spec AD-17, CX-14, CX-16, DT-5, DT-9, D1, D9)."""
+"""`@tool`, `FunctionTool`, `tools_from`: function and method tools, their schemas, context and errors."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ async def test_hanging_sync_tool_does_not_block_a_timeout() -> None:
     assert scope.cancelled_caught and time.perf_counter() - start < 1.0
 
 
-# --- context injection (CX-14, CX-16) ---
+# --- context injection ---
 
 
 @tool
@@ -192,7 +192,7 @@ def ctx_last(city: str, context: ToolCallContext | None = None) -> str:
 
 
 @pytest.mark.parametrize('fn', [ctx_first, ctx_middle, ctx_last], ids=['first', 'middle', 'last'])
-async def test_context_at_any_position_is_injected_and_hidden(fn: FunctionTool[..., str]) -> None:  # CX-16
+async def test_context_at_any_position_is_injected_and_hidden(fn: FunctionTool[..., str]) -> None:
     schema = fn.definition.parameters
     assert 'context' not in schema['properties'] and 'context' not in schema['required']
     assert 'ToolCallContext' not in str(schema)
@@ -200,7 +200,7 @@ async def test_context_at_any_position_is_injected_and_hidden(fn: FunctionTool[.
     assert result.output.startswith('Paris:') and result.output.endswith(':acme')
 
 
-async def test_context_only_function_has_empty_schema() -> None:  # CX-16
+async def test_context_only_function_has_empty_schema() -> None:
     @tool
     def whoami(ctx: ToolCallContext) -> str:
         return str(ctx.get('user'))
@@ -210,7 +210,7 @@ async def test_context_only_function_has_empty_schema() -> None:  # CX-16
     assert (await whoami.call('{}', {'user': 'ada'})).output == 'ada'
 
 
-async def test_single_argument_call_injects_empty_context() -> None:  # CX-14, CX-16
+async def test_single_argument_call_injects_empty_context() -> None:
     seen: list[ToolCallContext] = []
 
     @tool
@@ -222,7 +222,7 @@ async def test_single_argument_call_injects_empty_context() -> None:  # CX-14, C
     assert seen == [ToolCallContext.EMPTY, ToolCallContext.EMPTY] and seen[0] is ToolCallContext.EMPTY
 
 
-async def test_context_free_tool_called_with_context_ignores_it() -> None:  # CX-14
+async def test_context_free_tool_called_with_context_ignores_it() -> None:
     assert (await add.call({'a': 1, 'b': 1}, {'tenant': 'acme'})).output == '2'
 
 
@@ -285,7 +285,7 @@ async def test_nested_models_reach_the_function_as_models() -> None:
     assert (await area.call({'box': {'width': 2, 'height': 4}})).output == '8.0'
 
 
-# --- return values (DT-5) ---
+# --- return values ---
 
 
 @pytest.mark.parametrize(
@@ -312,7 +312,7 @@ async def test_return_values_become_text_and_keep_the_value(value: Any, output: 
     assert result.value is value
 
 
-async def test_returned_tool_result_passes_through_unchanged() -> None:  # DT-5
+async def test_returned_tool_result_passes_through_unchanged() -> None:
     failure = ToolResult.failure('Network timeout')
 
     @tool
@@ -342,11 +342,11 @@ async def test_unserialisable_value_falls_back_to_str() -> None:
     assert (await give.call()).output == '{"thing":"opaque!"}'
 
 
-# --- errors (D9, AD-7, AD-13) ---
+# --- errors ---
 
 
 @pytest.mark.parametrize('is_async', [False, True])
-async def test_exceptions_become_failures(is_async: bool, caplog: pytest.LogCaptureFixture) -> None:  # AD-7
+async def test_exceptions_become_failures(is_async: bool, caplog: pytest.LogCaptureFixture) -> None:
     def body() -> str:
         raise RuntimeError('Service unavailable')
 
@@ -360,7 +360,7 @@ async def test_exceptions_become_failures(is_async: bool, caplog: pytest.LogCapt
     assert any(r.levelname == 'WARNING' and "'failing' failed" in r.getMessage() for r in caplog.records)
 
 
-async def test_exception_without_message() -> None:  # AD-13
+async def test_exception_without_message() -> None:
     @tool
     def silent() -> str:
         raise ValueError
@@ -370,7 +370,7 @@ async def test_exception_without_message() -> None:  # AD-13
 
 @pytest.mark.parametrize('signal', [ExitEarly('stop'), ToolConfigurationError('misconfigured')])
 @pytest.mark.parametrize('is_async', [False, True])
-async def test_signals_and_configuration_errors_propagate(signal: Exception, is_async: bool) -> None:  # D9
+async def test_signals_and_configuration_errors_propagate(signal: Exception, is_async: bool) -> None:
     def body() -> str:
         raise signal
 
@@ -395,7 +395,7 @@ def test_call_sync() -> None:
     assert add.call_sync({'a': 1, 'b': 2}).output == '3'
 
 
-# --- methods and tools_from (AD-17, DT-9) ---
+# --- methods and tools_from ---
 
 
 class Counter:
@@ -446,7 +446,7 @@ async def test_two_instances_do_not_share_state() -> None:
     assert (one.count, two.count) == (1, 100)
 
 
-def test_tools_from_returns_methods_in_definition_order() -> None:  # DT-9
+def test_tools_from_returns_methods_in_definition_order() -> None:
     counter = Counter()
     names = [t.name for t in tools_from(counter)]
     assert names == ['increment', 'current_count']  # default name = method name; configured name kept
@@ -458,7 +458,7 @@ def test_tools_from_includes_inherited_and_skips_plain_overrides() -> None:
     assert [t.name for t in tools_from(Overridden())] == ['current_count']
 
 
-def test_object_without_tool_methods() -> None:  # AD-17, DT-9
+def test_object_without_tool_methods() -> None:
     class Plain:
         def method(self) -> int:
             return 1
@@ -520,7 +520,7 @@ def test_bound_method_object_becomes_a_tool() -> None:
 
 
 @pytest.mark.parametrize('name', ['', 'web search', 'a.b', '名前', 'x' * 65])
-def test_bad_names_are_rejected(name: str) -> None:  # D1
+def test_bad_names_are_rejected(name: str) -> None:
     with pytest.raises(ToolNameError, match=r'\^\[A-Za-z0-9_-\]\{1,64\}\$') as info:
         tool(name=name)(add.function)
     assert repr(name) in str(info.value) and 'add' in str(info.value)

@@ -181,7 +181,8 @@ async def test_a_plan_is_an_error_result_only_when_every_output_step_failed(main
     assert only_failed.is_error and only_failed.structured_content == {'results': {}, 'errors': {'bad':
                                                                                                  'quota exceeded'}}
     assert invalid.is_error and isinstance(invalid.content[0], types.TextContent)
-    assert invalid.content[0].text.startswith("Plan execution failed: steps[0] (id 'x'): unknown tool 'nope'.")
+    assert invalid.content[0].text.startswith(
+        "Plan execution failed: steps[0] (id 'x'): Unknown tool 'nope' in step 'x'.")
 
 
 async def test_unknown_tools_and_bad_arguments(main: McpGateway) -> None:

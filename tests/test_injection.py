@@ -1,5 +1,5 @@
 """The agent loop's tool-injection hook and the unfolding strategy in real runs (scripted models): what each
-model request offers after facades and strategies run (UF-5, UF-6, UF-11, UF-12, UF-25, UF-31, D10)."""
+model request offers after facades and strategies run."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def call(name: str, arguments: dict[str, Any] | str | None = None) -> dict[str, 
     return {'tool': name, 'arguments': arguments or {}}
 
 
-async def test_facade_call_offers_inner_tools_next() -> None:  # UF-5, UF-13
+async def test_facade_call_offers_inner_tools_next() -> None:
     a, b, sibling = FakeTool('a', 'from a'), FakeTool('b'), FakeTool('sibling')
     facade = UnfoldingTool.of('group', 'Group of tools', [a, b])
     model = ScriptedModel([call('group'), call('a'), 'done'])
@@ -55,7 +55,7 @@ async def test_facade_call_offers_inner_tools_next() -> None:  # UF-5, UF-13
     assert tool_texts(result.messages)[0].startswith('Tools now available: a, b.')
 
 
-async def test_calling_the_facade_again_reaches_the_guide() -> None:  # UF-6, D10
+async def test_calling_the_facade_again_reaches_the_guide() -> None:
     facade = UnfoldingTool.of('group', 'Group', [FakeTool('a'), FakeTool('b')])
     model = ScriptedModel([call('group'), call('group'), call('group', {'x': 1}), 'done'])
     result = await Agent(model, tools=[facade]).run('go')
@@ -65,14 +65,14 @@ async def test_calling_the_facade_again_reaches_the_guide() -> None:  # UF-6, D1
     assert offered(model, 1) == offered(model, 2) == offered(model, 3) == ['a', 'b', 'group', 'group_context']
 
 
-async def test_two_facade_calls_in_one_reply_unfold_once() -> None:  # UF-6 (no duplicate injections)
+async def test_two_facade_calls_in_one_reply_unfold_once() -> None:  # no duplicate injections
     facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
     model = ScriptedModel([[call('group'), call('group')], 'done'])
     await Agent(model, tools=[facade]).run('go')
     assert offered(model, 1) == ['a', 'group', 'group_context']
 
 
-async def test_context_tool_in_the_loop() -> None:  # UF-7
+async def test_context_tool_in_the_loop() -> None:
     facade = UnfoldingTool.of('spotify_search', 'Search Spotify', [FakeTool('vector_search', description='Vector')],
                               child_tool_usage_notes='Vector first.')
     model = ScriptedModel([call('spotify_search'), call('spotify_search_context'), 'done'])
@@ -83,7 +83,7 @@ async def test_context_tool_in_the_loop() -> None:  # UF-7
     assert context.description == 'Search Spotify. Available: vector_search. Vector first.'
 
 
-async def test_exclusive_mode_offers_only_inner_tools() -> None:  # UF-12, D10
+async def test_exclusive_mode_offers_only_inner_tools() -> None:
     inner = FakeTool('inner')
     facade = UnfoldingTool.of('exclusive_tool', 'Exclusive', [inner], exclusive=True)
     model = ScriptedModel([call('exclusive_tool'), call('sibling'), 'done'])
@@ -93,7 +93,7 @@ async def test_exclusive_mode_offers_only_inner_tools() -> None:  # UF-12, D10
     assert tool_texts(result.messages)[1] == "Error: Unknown tool 'sibling'. Available tools: inner."
 
 
-async def test_wrapped_facade_unfolds_and_the_wrapper_goes() -> None:  # UF-11
+async def test_wrapped_facade_unfolds_and_the_wrapper_goes() -> None:
     facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
     wrapped = with_note(DelegatingTool(facade), 'Open me first')
     model = ScriptedModel([call('group'), 'done'])
@@ -102,7 +102,7 @@ async def test_wrapped_facade_unfolds_and_the_wrapper_goes() -> None:  # UF-11
     assert offered(model, 1) == ['a', 'group', 'group_context']
 
 
-async def test_category_facade_in_the_loop() -> None:  # UF-15
+async def test_category_facade_in_the_loop() -> None:
     query, insert = FakeTool('query'), FakeTool('insert')
     facade = UnfoldingTool.by_category('db', 'Database', {'read': [query], 'write': [insert]})
     model = ScriptedModel([call('db', {'category': 'write'}), 'done'])
@@ -110,14 +110,14 @@ async def test_category_facade_in_the_loop() -> None:  # UF-15
     assert offered(model, 1) == ['insert', 'db', 'db_context']
 
 
-async def test_empty_selection_keeps_the_facade() -> None:  # UF-9
+async def test_empty_selection_keeps_the_facade() -> None:
     facade = UnfoldingTool.selectable('g', 'G', [FakeTool('a')], None, lambda raw: [])
     model = ScriptedModel([call('g'), 'done'])
     await Agent(model, tools=[facade]).run('go')
     assert offered(model, 1) == ['g']
 
 
-async def test_plain_tool_call_changes_nothing() -> None:  # UF-10
+async def test_plain_tool_call_changes_nothing() -> None:
     model = ScriptedModel([call('plain'), 'done'])
     await Agent(model, tools=[FakeTool('plain'), FakeTool('other')]).run('go')
     assert offered(model, 0) == offered(model, 1) == ['plain', 'other']
@@ -130,7 +130,7 @@ async def test_inner_tool_is_unknown_before_unfolding() -> None:
     assert tool_texts(result.messages) == ["Error: Unknown tool 'a'. Available tools: group."]
 
 
-async def test_shortcut_runs_the_inner_tool_and_unfolds() -> None:  # UF-27
+async def test_shortcut_runs_the_inner_tool_and_unfolds() -> None:
     create = FakeTool('create_task', lambda args: f'created {args["name"]}')
     facade = UnfoldingTool.of('tasks', 'Tasks', [create, FakeTool('list_tasks')])
     model = ScriptedModel([call('tasks', {'create_task': {'name': 'review-auth'}}), 'done'])
@@ -148,7 +148,7 @@ def nested(depth: int) -> tuple[UnfoldingTool, FakeTool]:
     return current, leaf
 
 
-async def test_nesting_three_levels() -> None:  # UF-25
+async def test_nesting_three_levels() -> None:
     outer, leaf = nested(2)  # outer -> inner_category -> leaf
     model = ScriptedModel([call('level_1'), call('level_2'), call('leaf'), 'done'])
     result = await Agent(model, tools=[outer]).run('go')
@@ -160,7 +160,7 @@ async def test_nesting_three_levels() -> None:  # UF-25
     assert tool_texts(result.messages)[2] == 'leaf result'
 
 
-async def test_nesting_depth_five() -> None:  # UF-25
+async def test_nesting_depth_five() -> None:
     outer, leaf = nested(5)
     script: list[Any] = [call(f'level_{level}') for level in range(1, 6)]
     model = ScriptedModel([*script, call('leaf'), 'done'])
@@ -172,7 +172,7 @@ async def test_nesting_depth_five() -> None:  # UF-25
     assert all(text.startswith('Tools now available') for text in tool_texts(result.messages)[:5])
 
 
-async def test_annotated_nested_classes_unfold_level_by_level() -> None:  # UF-26, UF-25
+async def test_annotated_nested_classes_unfold_level_by_level() -> None:
     @unfolding_tools(name='admin_operations', description='Administrative operations.')
     class AdminTools:
         @tool(name='getStatus')
@@ -204,7 +204,7 @@ class Marked(DelegatingTool):
         return inner.with_description(f'[decorated] {inner.description}')
 
 
-async def test_tool_decorator_applies_to_injected_tools_at_every_level() -> None:  # UF-31
+async def test_tool_decorator_applies_to_injected_tools_at_every_level() -> None:
     outer, leaf = nested(2)
     decorated: list[str] = []
 
@@ -385,7 +385,7 @@ async def test_facade_called_in_a_plan_unfolds_too() -> None:
     assert result.output == 'done'
 
 
-async def test_facade_step_with_nothing_to_reveal_does_not_unfold() -> None:  # UF-9
+async def test_facade_step_with_nothing_to_reveal_does_not_unfold() -> None:
     facade = UnfoldingTool.selectable('levels', 'Levels', [FakeTool('a')], None,
                                       lambda raw: [] if 'none' in raw else [FakeTool('b')])
     model = ScriptedModel([plan_call(('s1', 'levels', {'pick': 'none'}), ('s2', 'missing', {})), 'done'])
@@ -393,7 +393,7 @@ async def test_facade_step_with_nothing_to_reveal_does_not_unfold() -> None:  # 
     assert offered(model, 1) == ['levels', 'execute_tool_plan']
 
 
-async def test_facade_twice_in_one_plan_unfolds_once() -> None:  # UF-6
+async def test_facade_twice_in_one_plan_unfolds_once() -> None:
     facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
     model = ScriptedModel([plan_call(('s1', 'group', {}), ('s2', 'group', {})), 'done'])
     await Agent(model, tools=[facade], tool_planning=True).run('go')
@@ -411,7 +411,7 @@ async def test_shortcut_to_a_hanging_tool_times_out_and_still_unfolds(anyio_back
     assert result.output == 'done'
 
 
-async def test_malformed_facade_arguments_unfold_normally() -> None:  # UF-28 in the loop
+async def test_malformed_facade_arguments_unfold_normally() -> None:  # in the loop
     facade = UnfoldingTool.of('group', 'Group', [FakeTool('a')])
     model = ScriptedModel([call('group', '{"broken": '), 'done'])
     result = await Agent(model, tools=[facade]).run('go')
@@ -443,5 +443,39 @@ async def test_a_plan_sent_before_unfolding_cannot_call_inner_tools() -> None:
     model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'gave up'])
     result = await Agent(model, tools=[facade], tool_planning=True).run('who?')
     tool_message = result.messages[3]
-    assert "unknown tool 'lookup'" in str(getattr(tool_message, 'content', ''))
+    assert "Unknown tool 'lookup' in step 'a'" in str(getattr(tool_message, 'content', ''))
     assert inner.call_count == 0
+
+
+# --- wrappers around facades ---------------------------------------------------------------------------------
+
+
+async def test_a_facade_behind_an_approval_gate_unfolds() -> None:
+    from toolweave import AutoApproveHandler, requires_approval
+
+    query_table = FakeTool('query_table', 'rows')
+    database = requires_approval(UnfoldingTool.of('database', 'Database operations.', [query_table]))
+    model = ScriptedModel([call('database'), call('query_table'), 'done'])
+    result = await Agent(model, tools=[database], review_handler=AutoApproveHandler()).run('go')
+    assert tool_texts(result.messages)[0].startswith('Tools now available: query_table')
+    assert 'query_table' in offered(model, 1)
+    assert query_table.call_count == 1 and tool_texts(result.messages)[1] == 'rows'
+
+
+class Shouting(DelegatingTool):
+    """An output-transforming wrapper: it replaces the result with one of its own (no value)."""
+
+    async def execute(self, arguments: Any, context: Any) -> Any:
+        from toolweave import ToolResult
+
+        result = await self.delegate.execute(arguments, context)
+        return ToolResult.success(result.output.upper())
+
+
+async def test_a_facade_behind_an_output_transforming_wrapper_unfolds() -> None:
+    inner = FakeTool('inner', 'from inner')
+    model = ScriptedModel([call('group'), call('inner'), 'done'])
+    result = await Agent(model, tools=[Shouting(UnfoldingTool.of('group', 'Group.', [inner]))]).run('go')
+    assert tool_texts(result.messages)[0].startswith('TOOLS NOW AVAILABLE: INNER')
+    assert offered(model, 1) == ['inner', 'group', 'group_context']
+    assert inner.call_count == 1

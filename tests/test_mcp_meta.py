@@ -1,5 +1,5 @@
-"""Context -> `_meta` converters (spec §13 CX-17, CX-18), `_meta` -> context on the server side, and server tool
-names adapted to the name rule (D1)."""
+"""Context -> `_meta` converters, `_meta` -> context on the server side, and server tool names adapted to the
+name rule."""
 
 from __future__ import annotations
 
@@ -26,35 +26,35 @@ converters = [
 ]
 
 
-# CX-18 converters
+# converters
 
 
-def test_pass_through_sends_every_entry() -> None:  # CX-18
+def test_pass_through_sends_every_entry() -> None:
     assert McpMetaConverter.pass_through()(FULL) == FULL.to_map()
 
 
-def test_no_op_sends_nothing() -> None:  # CX-18
+def test_no_op_sends_nothing() -> None:
     assert McpMetaConverter.no_op()(FULL) == {}
 
 
-def test_allow_keys_keeps_only_present_listed_keys() -> None:  # CX-18
+def test_allow_keys_keeps_only_present_listed_keys() -> None:
     converter = McpMetaConverter.allow_keys('tenantId', 'correlationId', 'absent')
     assert converter(FULL) == {'tenantId': 'acme', 'correlationId': 'c-1'}
     assert McpMetaConverter.allow_keys('nope')(FULL) == {}
 
 
-def test_deny_keys_drops_listed_keys() -> None:  # CX-18
+def test_deny_keys_drops_listed_keys() -> None:
     assert McpMetaConverter.deny_keys('apiKey', 'authToken')(FULL) == {'tenantId': 'acme', 'correlationId': 'c-1'}
     assert McpMetaConverter.deny_keys(*FULL)(FULL) == {}
 
 
 @pytest.mark.parametrize('converter', converters, ids=repr)
-def test_every_converter_gives_nothing_for_empty(converter: McpMetaConverter) -> None:  # CX-18
+def test_every_converter_gives_nothing_for_empty(converter: McpMetaConverter) -> None:
     assert converter(ToolCallContext.EMPTY) == {}
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=5), st.integers(), max_size=6), st.data())
-def test_allow_equals_deny_of_the_complement(entries: dict[str, int], data: st.DataObject) -> None:  # CX-18
+def test_allow_equals_deny_of_the_complement(entries: dict[str, int], data: st.DataObject) -> None:
     keys = sorted(entries)
     allowed = data.draw(st.lists(st.sampled_from(keys), unique=True)) if keys else []
     ctx = ToolCallContext.of(entries)
@@ -62,7 +62,7 @@ def test_allow_equals_deny_of_the_complement(entries: dict[str, int], data: st.D
     assert McpMetaConverter.allow_keys(*allowed)(ctx) == McpMetaConverter.deny_keys(*denied)(ctx)
 
 
-def test_custom_function_receives_the_full_context() -> None:  # CX-18
+def test_custom_function_receives_the_full_context() -> None:
     seen: list[ToolCallContext] = []
 
     def upper(ctx: ToolCallContext) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def test_bad_converter_arguments_are_rejected_with_the_fix() -> None:
         McpMetaConverter.of('tenantId')  # type: ignore[arg-type]
 
 
-def test_converters_are_thread_safe_to_share() -> None:  # CX-4: read from any thread
+def test_converters_are_thread_safe_to_share() -> None:  # read from any thread
     converter = McpMetaConverter.deny_keys('apiKey')
     results: list[dict[str, Any]] = []
     threads = [threading.Thread(target=lambda: results.append(converter(FULL))) for _ in range(8)]
@@ -112,7 +112,7 @@ def test_reserved_meta_keys_are_not_context() -> None:
         False, False, True, True]
 
 
-# CX-17 over a real MCP session (in-process, both protocol eras)
+# over a real MCP session (in-process, both protocol eras)
 
 
 async def meta_seen(toolset: McpToolset, context: ToolCallContext) -> dict[str, Any]:
@@ -122,13 +122,13 @@ async def meta_seen(toolset: McpToolset, context: ToolCallContext) -> dict[str, 
 
 
 @pytest.mark.parametrize('mode', ['legacy', 'auto'])
-async def test_default_converter_sends_every_entry_as_meta(mode: Any) -> None:  # CX-17
+async def test_default_converter_sends_every_entry_as_meta(mode: Any) -> None:
     async with McpToolset(raw_server(), mode=mode) as tools:
         seen = await meta_seen(tools, ToolCallContext.of(tenantId='acme', attempt=2, tags=['a', 'b']))
     assert seen['meta'] == {'tenantId': 'acme', 'attempt': 2, 'tags': ['a', 'b']}
 
 
-async def test_empty_context_calls_without_meta() -> None:  # CX-17: the context-free path
+async def test_empty_context_calls_without_meta() -> None:  # the context-free path
     async with McpToolset(raw_server(), mode='legacy') as tools:
         assert await meta_seen(tools, ToolCallContext.EMPTY) == {'meta': {}, 'has_meta': False}
         # a converter that selects nothing is the same as an empty context
@@ -136,7 +136,7 @@ async def test_empty_context_calls_without_meta() -> None:  # CX-17: the context
         assert await meta_seen(tools, FULL) == {'meta': {}, 'has_meta': False}
 
 
-async def test_toolset_converter_filters_what_travels() -> None:  # CX-18 at the boundary
+async def test_toolset_converter_filters_what_travels() -> None:  # at the boundary
     async with McpToolset(raw_server(), meta_converter=McpMetaConverter.deny_keys('apiKey', 'authToken')) as tools:
         assert (await meta_seen(tools, FULL))['meta'] == {'tenantId': 'acme', 'correlationId': 'c-1'}
     custom = McpToolset(raw_server(), meta_converter=lambda ctx: {'tenant': ctx.get('tenantId')})
@@ -150,12 +150,12 @@ async def test_context_value_that_is_not_json_is_a_configuration_error() -> None
             await tools.get('meta_echo').call({}, {'db': object()})
 
 
-# D1: server tool names at the MCP boundary (sync: hypothesis drives its own event loops)
+# server tool names at the MCP boundary (sync: hypothesis drives its own event loops)
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=90), min_size=1, max_size=6, unique=True))
-def test_adapted_names_always_follow_the_rule_and_stay_distinct(names: list[str]) -> None:  # D1
+def test_adapted_names_always_follow_the_rule_and_stay_distinct(names: list[str]) -> None:
     import mcp_types as types
     from mcp.server.lowlevel import Server
 

@@ -53,7 +53,7 @@ async def test_lists_the_same_tools_with_the_same_schemas(served: McpToolset) ->
     for original, remote in zip(local.definitions(), served.definitions(), strict=True):
         assert remote.parameters == original.parameters
         assert remote.description == original.description
-    # the context parameter never reaches the schema (D11)
+    # the context parameter never reaches the schema
     assert served.get('whoami').definition.parameters['properties'] == {}
 
 
@@ -75,7 +75,7 @@ async def test_invalid_arguments_are_an_error_result(served: McpToolset) -> None
     assert 'b: Field required' in result.error
 
 
-async def test_the_context_arrives_from_meta(served: McpToolset) -> None:  # CX-17 end to end
+async def test_the_context_arrives_from_meta(served: McpToolset) -> None:  # end to end
     result = await served.get('whoami').call({}, ToolCallContext.of(tenantId='acme', attempt=2))
     assert result.value == {'tenantId': 'acme', 'attempt': 2}  # and no protocol keys
     assert (await served.get('whoami').call({})).value == {}

@@ -1,4 +1,4 @@
-"""Logging and metrics of tool calls (seed 004 observability, AD-7, AD-22): INFO one line per call with truncated
+"""Logging and metrics of tool calls: INFO one line per call with truncated
 input and output and the duration, WARNING for failures, DEBUG full payloads; per-tool counts and timings."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ async def test_mapping_arguments_are_logged_as_json(caplog: pytest.LogCaptureFix
 
 @pytest.mark.parametrize('fake', [FakeTool('t', raises=RuntimeError('Service unavailable')),
                                   FakeTool('t', fail='Service unavailable')])
-async def test_failures_log_a_warning(caplog: pytest.LogCaptureFixture, fake: FakeTool) -> None:  # AD-7
+async def test_failures_log_a_warning(caplog: pytest.LogCaptureFixture, fake: FakeTool) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     await fake.call('{}')
     (warning,) = records(caplog, logging.WARNING)
@@ -76,7 +76,7 @@ async def test_nothing_logged_above_warning(caplog: pytest.LogCaptureFixture) ->
     assert [r for r in caplog.records if r.name == LOGGER] == []
 
 
-async def test_global_metrics_count_successes_failures_and_time() -> None:  # AD-22
+async def test_global_metrics_count_successes_failures_and_time() -> None:
     ok = FakeTool('ok', delay=0.02)
     bad = FakeTool('bad', raises=ValueError('no'))
     await ok.call()
@@ -132,7 +132,7 @@ def test_use_metrics_rejects_other_objects() -> None:
             pass
 
 
-async def test_unknown_tool_dispatch_records_nothing() -> None:  # AD-20 is not a tool call
+async def test_unknown_tool_dispatch_records_nothing() -> None:  # is not a tool call
     with use_metrics() as metrics:
         await Toolset([FakeTool('a')]).call('b')
     assert metrics.snapshot() == {}

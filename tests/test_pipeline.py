@@ -1,4 +1,5 @@
-"""ToolPipeline: spec §8 (PL-1..PL-35) and the structured-value rules of `toolweave.pipeline`."""
+"""ToolPipeline: steps, naming, error strategies, adapters, failures, signals, nesting, approval, metrics, and the
+structured-value rules of `toolweave.pipeline`."""
 
 from __future__ import annotations
 
@@ -71,36 +72,36 @@ def suffix(s: str, name: str) -> Step:
     return Step(name, lambda text: text + s)
 
 
-async def test_pl1_single_step() -> None:
+async def test_single_step() -> None:
     result = await ToolPipeline.of('single', 'Single step', prefix('A:')).call('hello')
     assert (result.ok, result.output) == (True, 'A:hello')
 
 
-async def test_pl2_each_output_is_next_input() -> None:
+async def test_each_output_is_next_input() -> None:
     step_a, step_b = suffix('_processed', 'step_a'), suffix('_done', 'step_b')
     result = await ToolPipeline.of(step_a, step_b).call('start')
     assert step_a.inputs == ['start'] and step_b.inputs == ['start_processed']
     assert result.output == 'start_processed_done'
 
 
-async def test_pl3_three_steps() -> None:
+async def test_three_steps() -> None:
     result = await ToolPipeline.of(prefix('A:'), prefix('B:'), prefix('C:')).call('x')
     assert result.output == 'C:B:A:x'
 
 
-def test_pl4_auto_name_and_description() -> None:
+def test_auto_name_and_description() -> None:
     pipeline = ToolPipeline.of(Step('step_a'), Step('step_b'))
     assert (pipeline.name, pipeline.description) == ('step_a_then_step_b', 'Pipeline: step_a -> step_b')
 
 
-def test_pl5_auto_names_for_one_and_three_steps() -> None:
+def test_auto_names_for_one_and_three_steps() -> None:
     solo = ToolPipeline.of(Step('solo'))
     assert (solo.name, solo.description) == ('solo', 'Pipeline: solo')
     three = ToolPipeline.of(Step('a'), Step('b'), Step('c'))
     assert (three.name, three.description) == ('a_then_b_then_c', 'Pipeline: a -> b -> c')
 
 
-def test_pl6_explicit_name_and_description_verbatim() -> None:
+def test_explicit_name_and_description_verbatim() -> None:
     pipeline = ToolPipeline.of('search_and_save', 'Search, then save it.', Step('a'), Step('b'))
     assert (pipeline.name, pipeline.description) == ('search_and_save', 'Search, then save it.')
     built = ToolPipeline.builder().name('my_pipeline').description('What it does').step(Step('a')).build()
@@ -114,7 +115,7 @@ def test_auto_name_longer_than_64_chars_asks_for_a_name() -> None:
     assert ToolPipeline.of('short', 'desc', *steps).name == 'short'
 
 
-async def test_pl7_no_steps_passes_through() -> None:
+async def test_no_steps_passes_through() -> None:
     pipeline = ToolPipeline.builder().name('empty').description('nothing').build()
     assert (await pipeline.call('pass-through')).output == 'pass-through'
     empty = await pipeline.call(None)
@@ -123,13 +124,13 @@ async def test_pl7_no_steps_passes_through() -> None:
     assert ToolPipeline([], name='bare', description='d').steps == ()
 
 
-async def test_pl8_none_input_reaches_first_step_as_empty_text() -> None:
+async def test_none_input_reaches_first_step_as_empty_text() -> None:
     first = Step('first', 'ok')
     await ToolPipeline.of(first, Step('second', 'x')).call(None)
     assert first.inputs == ['']
 
 
-async def test_pl9_fail_fast_is_default_and_returns_the_exact_failure() -> None:
+async def test_fail_fast_is_default_and_returns_the_exact_failure() -> None:
     failure = ToolResult.failure('step1 error')
     step2 = Step('step2', 'never')
     pipeline = ToolPipeline.of(Step('step1', failure), step2)
@@ -139,13 +140,13 @@ async def test_pl9_fail_fast_is_default_and_returns_the_exact_failure() -> None:
     assert step2.inputs == []
 
 
-async def test_pl10_middle_step_fails() -> None:
+async def test_middle_step_fails() -> None:
     step3 = Step('c', 'never')
     result = await ToolPipeline.of(Step('a', 'ok'), Step('b', ToolResult.failure('B failed')), step3).call('x')
     assert result.error == 'B failed' and step3.inputs == []
 
 
-async def test_pl11_last_step_fails() -> None:
+async def test_last_step_fails() -> None:
     result = await ToolPipeline.of(Step('a', 'ok'), Step('b', ToolResult.failure('last failed'))).call('x')
     assert result.error == 'last failed'
 
@@ -165,33 +166,33 @@ def continuing(*steps: Tool) -> ToolPipeline:
     return builder.error_strategy(ErrorStrategy.CONTINUE_ON_FAILURE).build()
 
 
-async def test_pl12_continue_forwards_the_error_message() -> None:
+async def test_continue_forwards_the_error_message() -> None:
     step_b = suffix('_done', 'step_b')
     result = await continuing(Step('step_a', ToolResult.failure('step_a_error')), step_b).call('x')
     assert step_b.inputs == ['step_a_error']
     assert (result.ok, result.output) == (True, 'step_a_error_done')
 
 
-async def test_pl13_continue_runs_every_step() -> None:
+async def test_continue_runs_every_step() -> None:
     a, b, c = Step('a', 'a_out'), Step('b', ToolResult.failure('b_error')), Step('c', 'c_out')
     await continuing(a, b, c).call('x')
     assert (a.inputs, b.inputs, c.inputs) == (['x'], ['a_out'], ['b_error'])
 
 
-async def test_pl14_continue_normalises_a_missing_message() -> None:
+async def test_continue_normalises_a_missing_message() -> None:
     b = Step('b', 'ok')
     await continuing(Step('a', ToolResult.failure(None)), b).call('x')
     assert b.inputs == ['Tool execution failed with no message']
 
 
-async def test_pl15_continue_result_is_the_last_steps_result() -> None:
+async def test_continue_result_is_the_last_steps_result() -> None:
     final = await continuing(Step('a', 'ok'), Step('b', ToolResult.failure('final_error'))).call('x')
     assert final.error == 'final_error'
     recovered = await continuing(Step('a', ToolResult.failure('oops')), Step('b', 'fine')).call('x')
     assert (recovered.ok, recovered.output) == (True, 'fine')
 
 
-async def test_pl16_adapter_transforms_output() -> None:
+async def test_adapter_transforms_output() -> None:
     b = Step('b', 'ok')
     pipeline = (ToolPipeline.builder().name('p').description('d').step(Step('a', 'raw_output'))
                 .adapter(lambda result: result.output.upper()).step(b).build())
@@ -199,14 +200,14 @@ async def test_pl16_adapter_transforms_output() -> None:
     assert b.inputs == ['RAW_OUTPUT']
 
 
-async def test_pl17_adapter_on_last_step_is_never_called() -> None:
+async def test_adapter_on_last_step_is_never_called() -> None:
     calls: list[ToolResult] = []
     pipeline = (ToolPipeline.builder().name('p').description('d').step(Step('a', 'raw'))
                 .adapter(recording(calls)).build())
     assert (await pipeline.call('x')).output == 'raw' and calls == []
 
 
-async def test_pl18_adapter_applies_only_to_the_step_it_follows() -> None:
+async def test_adapter_applies_only_to_the_step_it_follows() -> None:
     c = Step('c', lambda text: text)
     pipeline = (ToolPipeline.builder().name('p').description('d')
                 .step(Step('a', 'original')).adapter(lambda result: f'adapted:{result.output}')
@@ -229,7 +230,7 @@ class PayloadTool(Tool):
         return ToolResult.success('42', Payload(42))
 
 
-async def test_pl19_adapter_sees_the_structured_payload() -> None:
+async def test_adapter_sees_the_structured_payload() -> None:
     b = Step('b', 'ok')
     pipeline = (ToolPipeline.builder().name('p').description('d').step(PayloadTool())
                 .adapter(lambda result: f'value={result.value.value}').step(b).build())
@@ -237,7 +238,7 @@ async def test_pl19_adapter_sees_the_structured_payload() -> None:
     assert b.inputs == ['value=42']
 
 
-async def test_pl20_adapter_not_called_after_a_failure() -> None:
+async def test_adapter_not_called_after_a_failure() -> None:
     calls: list[ToolResult] = []
     b = Step('b', 'ok')
     pipeline = (ToolPipeline.builder().name('p').description('d')
@@ -247,7 +248,7 @@ async def test_pl20_adapter_not_called_after_a_failure() -> None:
     assert b.inputs == ['error_from_a'] and calls == []
 
 
-async def test_pl21_adapter_returning_none_gives_empty_text() -> None:
+async def test_adapter_returning_none_gives_empty_text() -> None:
     b = Step('b', 'ok')
     pipeline = (ToolPipeline.builder().name('p').description('d').step(Step('a', 'out')).adapter(lambda r: None)
                 .step(b).build())
@@ -255,7 +256,7 @@ async def test_pl21_adapter_returning_none_gives_empty_text() -> None:
     assert b.inputs == ['']
 
 
-async def test_pl22_adapter_that_raises_fails_the_pipeline_even_under_continue() -> None:
+async def test_adapter_that_raises_fails_the_pipeline_even_under_continue() -> None:
     def broken(result: ToolResult) -> str:
         raise ValueError('adapter exploded')
 
@@ -266,26 +267,24 @@ async def test_pl22_adapter_that_raises_fails_the_pipeline_even_under_continue()
     assert (result.ok, result.error) == (False, 'adapter exploded') and b.inputs == []
 
 
-async def test_pl23_raising_step_under_fail_fast(caplog: pytest.LogCaptureFixture) -> None:
-    # PL-23 mapped: every step goes through the instrumented `Tool.call`, so the failure is the bare message
-    # (as PL-26); the step's name is in the WARNING line of its call.
+async def test_a_raising_step_under_fail_fast_names_the_step(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger='toolweave.tools')
     step2 = Step('step2', 'never')
     result = await ToolPipeline.of(Step('throwing_step', RuntimeError('boom from plain tool')), step2).call('x')
-    assert (result.error, result.raised) == ('boom from plain tool', True)
+    assert (result.error, result.raised) == ("Step 'throwing_step' threw: boom from plain tool", True)
     assert step2.inputs == []
     assert any("'throwing_step' failed" in r.getMessage() and 'boom from plain tool' in r.getMessage()
                for r in caplog.records)
 
 
-async def test_pl24_raising_step_under_continue() -> None:
+async def test_a_raising_step_under_continue_hands_on_the_named_failure() -> None:
     step2 = Step('step2', lambda text: f'handled: {text}')
     result = await continuing(Step('throwing_step', RuntimeError('boom')), step2).call('x')
-    assert step2.inputs == ['boom']
-    assert (result.ok, result.output) == (True, 'handled: boom')
+    assert step2.inputs == ["Step 'throwing_step' threw: boom"]
+    assert (result.ok, result.output) == (True, "handled: Step 'throwing_step' threw: boom")
 
 
-async def test_pl25_exception_without_message() -> None:
+async def test_exception_without_message() -> None:
     result = await ToolPipeline.of(Step('silent', RuntimeError())).call('x')
     assert result.error == 'Tool execution failed with no message'
 
@@ -301,12 +300,15 @@ class RaisingTool(Tool):
         raise RuntimeError('boom')
 
 
-async def test_pl26_instrumented_step_error_has_no_prefix() -> None:
+async def test_any_raising_tool_as_a_step_is_named_and_a_returned_failure_is_not() -> None:
     result = await ToolPipeline.of(RaisingTool(), Step('after', 'x')).call('x')
-    assert result.error == 'boom'
+    assert result.error == "Step 'raiser' threw: boom"
+    returned = await ToolPipeline.of(TextTool.from_function('refuser', 'r', lambda text: ToolResult.failure('no')),
+                                     Step('after', 'x')).call('x')
+    assert returned.error == 'no'
 
 
-async def test_pl27_step_returning_none_is_empty_success() -> None:
+async def test_step_returning_none_is_empty_success() -> None:
     b = Step('b', lambda text: f'[{text}]')
     result = await ToolPipeline.of(Step('a', None), b).call('x')
     assert b.inputs == [''] and result.output == '[]'
@@ -314,7 +316,7 @@ async def test_pl27_step_returning_none_is_empty_success() -> None:
 
 @pytest.mark.parametrize('strategy', list(ErrorStrategy))
 @pytest.mark.parametrize('signal', [ExitEarly('reviewer stopped'), ToolConfigurationError('misconfigured')])
-async def test_pl28_signals_and_configuration_errors_propagate(strategy: ErrorStrategy, signal: Exception) -> None:
+async def test_signals_and_configuration_errors_propagate(strategy: ErrorStrategy, signal: Exception) -> None:
     after = Step('after', 'never')
     pipeline = ToolPipeline([Step('a', 'ok'), Step('b', signal), after], name='p', error_strategy=strategy)
     with pytest.raises(type(signal), match=str(signal)):
@@ -335,23 +337,23 @@ async def test_pl28_signals_and_configuration_errors_propagate(strategy: ErrorSt
     (lambda: ToolPipeline.builder().error_strategy('fail_fast'), 'error_strategy'),  # type: ignore[arg-type]
     (lambda: ToolPipeline.of(None), 'first step'),  # type: ignore[arg-type]
     (lambda: ToolPipeline.of(), 'first step'),
-    (lambda: ToolPipeline.of(Step('a'), None), 'None elements'),  # type: ignore[arg-type]  # PL-29 "null elements"
+    (lambda: ToolPipeline.of(Step('a'), None), 'None elements'),  # type: ignore[arg-type] # "null elements"
     (lambda: ToolPipeline.of('name_only'), 'description'),
     (lambda: ToolPipeline.of('p', '', Step('a')), 'description'),
     (lambda: ToolPipeline.of(Step('a'), 'not a tool'), 'step tool'),
     (lambda: ToolPipeline([Step('a')], name='p', error_strategy='continue'), 'error_strategy'),  # type: ignore[arg-type]
 ])
-def test_pl29_builder_validation(build: Callable[[], object], message: str) -> None:
+def test_builder_validation(build: Callable[[], object], message: str) -> None:
     with pytest.raises(UserError, match=message):
         build()
 
 
-def test_pl29_bad_pipeline_name_follows_the_tool_name_rule() -> None:
+def test_bad_pipeline_name_follows_the_tool_name_rule() -> None:
     with pytest.raises(ToolNameError, match='web search'):
         ToolPipeline.of('web search', 'd', Step('a'))
 
 
-async def test_pl30_second_adapter_replaces_the_first() -> None:
+async def test_second_adapter_replaces_the_first() -> None:
     b = Step('b', 'ok')
     pipeline = (ToolPipeline.builder().name('p').description('d').step(Step('a', 'out'))
                 .adapter(lambda r: 'first').adapter(lambda r: 'second').step(b).build())
@@ -360,7 +362,7 @@ async def test_pl30_second_adapter_replaces_the_first() -> None:
     assert pipeline.stages[0].adapter is not None and pipeline.stages[1].adapter is None
 
 
-def test_pl31_steps_and_error_strategy_accessors() -> None:
+def test_steps_and_error_strategy_accessors() -> None:
     a, b = Step('a'), Step('b')
     pipeline = ToolPipeline.of(a, b)
     assert pipeline.steps == (a, b) and isinstance(pipeline.steps, tuple)
@@ -370,7 +372,7 @@ def test_pl31_steps_and_error_strategy_accessors() -> None:
     assert continuing(a).error_strategy is ErrorStrategy.CONTINUE_ON_FAILURE
 
 
-async def test_pl32_nesting() -> None:
+async def test_nesting() -> None:
     inner = ToolPipeline.of('inner', 'desc', prefix('A:'), prefix('B:'))
     tool_c = Step('tool_c', lambda text: f'C({text})')
     outer = ToolPipeline.of('outer', 'desc', inner, tool_c)
@@ -384,7 +386,7 @@ async def test_pl32_nesting() -> None:
     assert ToolPipeline.of(inner, tool_c).name == 'inner_then_tool_c'
 
 
-async def test_pl33_one_tool_with_one_input_string_and_each_step_runs_once() -> None:
+async def test_one_tool_with_one_input_string_and_each_step_runs_once() -> None:
     a, b = Step('a', lambda t: t + '1'), Step('b', lambda t: t + '2')
     pipeline = ToolPipeline.of(a, b)
     assert pipeline.definition.parameters == {
@@ -422,7 +424,7 @@ class RecordingHandler:
         return self.decision
 
 
-async def test_pl34_context_and_review_handler_reach_nested_steps() -> None:
+async def test_context_and_review_handler_reach_nested_steps() -> None:
     outer_probe, inner_probe = ContextProbe('outer_probe'), ContextProbe('inner_probe')
     gated = requires_approval(Step('gated', 'approved run'))
     inner = ToolPipeline.of('inner', 'desc', inner_probe, gated)
@@ -442,7 +444,7 @@ async def test_pl34_context_and_review_handler_reach_nested_steps() -> None:
     assert len(own.requests) == 1
 
 
-async def test_pl35_metrics_for_the_pipeline_and_each_step() -> None:
+async def test_metrics_for_the_pipeline_and_each_step() -> None:
     ok = ToolPipeline.of('metered', 'd', Step('m_a', 'a'), Step('m_b', 'b'))
     await ok.call('x')
     await ok.call('y')
@@ -574,8 +576,8 @@ async def test_cancellation_stops_the_pipeline(anyio_backend: str) -> None:
 
 
 def test_wrong_review_handler_type_is_a_configuration_error() -> None:
-    # AP-10 through the pipeline: the handler is checked when the pipeline is built.
-    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: reviewHandler must be an instance"):
+    # through the pipeline: the handler is checked when the pipeline is built.
+    with pytest.raises(ToolConfigurationError, match="Tool 'p' is misconfigured: review_handler must be an instance"):
         ToolPipeline([Step('a')], name='p', review_handler=object())  # type: ignore[arg-type]
     ok = ToolPipeline.builder().name('p').description('d').review_handler(AutoApproveHandler()).build()
     assert isinstance(ok.review_handler, AutoApproveHandler)
@@ -592,7 +594,7 @@ def test_steps_must_be_a_list() -> None:
         ToolPipeline(Step('a'))  # type: ignore[arg-type]
 
 
-async def test_pl33_one_model_tool_call_runs_every_step_once() -> None:
+async def test_one_model_tool_call_runs_every_step_once() -> None:
     from toolweave import Agent
     from toolweave.testing import ScriptedModel
 
@@ -631,7 +633,7 @@ def test_any_value_reaches_a_text_step_as_its_json_or_text(value: object) -> Non
     assert sink.inputs == ['ignored' if isinstance(value, str) else expected]
 
 
-async def test_pl34_metrics_installed_for_a_run_reach_nested_steps() -> None:
+async def test_metrics_installed_for_a_run_reach_nested_steps() -> None:
     from toolweave import use_metrics
 
     inner = ToolPipeline.of('inner_m', 'd', Step('deep', 'x'))
@@ -676,5 +678,5 @@ async def test_step_timeout_fails_a_hanging_step(anyio_backend: str) -> None:
 
 @pytest.mark.parametrize('bad', [0, -1, 'soon', True])
 def test_step_timeout_must_be_positive_seconds(bad: Any) -> None:
-    with pytest.raises(UserError, match="step_timeout of pipeline 'p' must be a number of seconds > 0"):
+    with pytest.raises(UserError, match="step_timeout of pipeline 'p' must be a number of seconds > 0 or None"):
         ToolPipeline([Step('a')], name='p', step_timeout=bad)

@@ -1,4 +1,4 @@
-"""The eager executor: spec §4 (WV-*), §5 (FF-*) with D2, D7, D8; timeouts, cancellation, concurrency,
+"""The eager executor: waves and parallelism, fail-forward, limits; timeouts, cancellation, concurrency,
 approval, propagation of configuration errors and control-flow signals. Runs on asyncio and trio."""
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ def step(step_id: str, tool: str = 'echo', arguments: Any = None) -> dict[str, A
     return {'id': step_id, 'tool': tool, 'arguments': arguments if arguments is not None else {}}
 
 
-# §4 waves and parallelism
+# waves and parallelism
 
 
-async def test_independent_steps_run_concurrently() -> None:  # WV-1
+async def test_independent_steps_run_concurrently() -> None:
     slow = FakeTool('slow', 'done', delay=0.3)
     started = time.perf_counter()
     run = await toolweave.run_plan({'steps': [step('a', 'slow'), step('b', 'slow'), step('c', 'slow')]}, [slow])
@@ -39,7 +39,7 @@ async def test_independent_steps_run_concurrently() -> None:  # WV-1
     assert slow.max_in_flight == 3
 
 
-async def test_diamond() -> None:  # WV-2
+async def test_diamond() -> None:
     plan = {'steps': [step('a', 'alpha'), step('b', 'beta'), step('c', 'concat', {'x': '$ref:a', 'y': '$ref:b'})],
             'output_steps': ['c']}
     run = await toolweave.run_plan(plan, [FakeTool('alpha', 'alpha'), FakeTool('beta', 'beta'),
@@ -48,7 +48,7 @@ async def test_diamond() -> None:  # WV-2
     assert run.summary == '{"c": "alpha + beta"}'
 
 
-async def test_linear_chain() -> None:  # WV-3
+async def test_linear_chain() -> None:
     plan = {'steps': [step('s1', 'A'), step('s2', 'concat', {'a': '$ref:s1', 'b': 'B'}),
                       step('s3', 'concat', {'a': '$ref:s2', 'b': 'C'})]}
     run = await toolweave.run_plan(plan, [FakeTool('A', 'A'), concat_tool(separator=' + ')])
@@ -57,7 +57,7 @@ async def test_linear_chain() -> None:  # WV-3
     assert [r.wave for r in run.steps] == [0, 1, 2]
 
 
-async def test_waves_and_plan_order_records() -> None:  # WV-4, WV-5, WV-6
+async def test_waves_and_plan_order_records() -> None:
     plan = {'steps': [step('d', 'echo', {'x': '$ref:a', 'y': '$ref:c'}), step('s2', 'slow'),
                       step('a', 'echo'), step('b', 'echo', {'x': '$ref:a'}), step('c', 'echo', {'x': '$ref:b'})]}
     run = await toolweave.run_plan(plan, [echo_tool(), FakeTool('slow', 'z', delay=0.05)])
@@ -67,7 +67,7 @@ async def test_waves_and_plan_order_records() -> None:  # WV-4, WV-5, WV-6
     assert run.step('d').depends_on == ('a', 'c')
 
 
-async def test_a_step_starts_as_soon_as_its_last_dependency_finishes() -> None:  # D7 (eager, not wave by wave)
+async def test_a_step_starts_as_soon_as_its_last_dependency_finishes() -> None:  # eager, not wave by wave
     plan = {'steps': [step('slow', 'slow'), step('fast', 'fast'), step('after_fast', 'echo', {'x': '$ref:fast'}),
                       step('after_slow', 'echo', {'x': '$ref:slow'})]}
     run = await toolweave.run_plan(plan, [FakeTool('slow', 's', delay=0.3), FakeTool('fast', 'f', delay=0.01),
@@ -78,21 +78,21 @@ async def test_a_step_starts_as_soon_as_its_last_dependency_finishes() -> None: 
     assert run.step('after_slow').started_at >= slow.ended_at  # type: ignore[operator]
 
 
-async def test_every_step_starts_after_all_its_dependencies_end() -> None:  # WV-6, WV-8
+async def test_every_step_starts_after_all_its_dependencies_end() -> None:
     plan = {'steps': [step('a', 'w'), step('b', 'w'), step('c', 'w', {'x': '$ref:a'}),
                       step('d', 'w', {'x': '$ref:b', 'y': '$ref:c'})]}
     run = await toolweave.run_plan(plan, [FakeTool('w', 'v', delay=0.01)])
     for record in run.steps:
         for dep in record.depends_on:
             assert run.step(dep).ended_at <= record.started_at  # type: ignore[operator]
-    assert run.duration >= 0  # WV-9
+    assert run.duration >= 0
     assert all(r.duration is not None and r.duration >= 0 for r in run.steps)
 
 
-# §5 fail-forward
+# fail-forward
 
 
-async def test_a_raising_tool_fails_its_step_and_siblings_still_run() -> None:  # FF-1, FF-2, WV-7
+async def test_a_raising_tool_fails_its_step_and_siblings_still_run() -> None:
     plan = {'steps': [step('s1', 'boom'), step('s2', 'ok')]}
     run = await toolweave.run_plan(plan, [FakeTool('boom', raises=RuntimeError('Intentional failure')),
                                           FakeTool('ok', 'ok')])
@@ -102,7 +102,7 @@ async def test_a_raising_tool_fails_its_step_and_siblings_still_run() -> None:  
     assert (run.succeeded, run.failed, run.skipped, run.total, run.ok) == (1, 1, 0, 2, False)
 
 
-async def test_dependents_are_skipped_and_never_called() -> None:  # FF-3
+async def test_dependents_are_skipped_and_never_called() -> None:
     process = echo_tool('process')
     plan = {'steps': [step('s1', 'boom'), step('s2', 'process', {'data': '$ref:s1'})]}
     run = await toolweave.run_plan(plan, [FakeTool('boom', raises=RuntimeError('x')), process])
@@ -112,7 +112,7 @@ async def test_dependents_are_skipped_and_never_called() -> None:  # FF-3
     assert [r.id for r in run.errors] == ['s1', 's2']
 
 
-async def test_skips_are_transitive_and_name_the_immediate_dependency() -> None:  # FF-4
+async def test_skips_are_transitive_and_name_the_immediate_dependency() -> None:
     plan = {'steps': [step('s1', 'boom'), step('s2', 'echo', {'x': '$ref:s1'}), step('s3', 'echo', {'x': '$ref:s2'}),
                       step('s4', 'echo', {'x': '$ref:s3', 'y': 'literal'})]}
     run = await toolweave.run_plan(plan, [FakeTool('boom', raises=ValueError('no')), echo_tool()])
@@ -121,7 +121,7 @@ async def test_skips_are_transitive_and_name_the_immediate_dependency() -> None:
     assert run.skipped == 3
 
 
-async def test_the_first_failed_dependency_in_order_of_appearance_is_named() -> None:  # FF-5
+async def test_the_first_failed_dependency_in_order_of_appearance_is_named() -> None:
     plan = {'steps': [step('s1', 'fast_fail'), step('s2', 'slow_fail'),
                       step('s3', 'echo', {'a': '$ref:s2', 'b': '$ref:s1'})]}
     run = await toolweave.run_plan(plan, [FakeTool('fast_fail', fail='one'), FakeTool('slow_fail', fail='two',
@@ -129,7 +129,7 @@ async def test_the_first_failed_dependency_in_order_of_appearance_is_named() -> 
     assert run.step('s3').error == "Skipped because dependency 's2' failed"
 
 
-async def test_resolution_failure_fails_the_step_and_skips_dependents() -> None:  # FF-6
+async def test_resolution_failure_fails_the_step_and_skips_dependents() -> None:
     plan = {'steps': [step('s1', 'text'), step('s2', 'echo', {'x': '$ref:s1.field'}),
                       step('s3', 'echo', {'x': '$ref:s2'})]}
     run = await toolweave.run_plan(plan, [FakeTool('text', 'plain'), echo_tool()])
@@ -137,7 +137,7 @@ async def test_resolution_failure_fails_the_step_and_skips_dependents() -> None:
     assert run.step('s3').status == 'skipped'
 
 
-async def test_a_returned_failure_fails_the_step() -> None:  # FF-8 overridden by D2
+async def test_a_returned_failure_fails_the_step() -> None:
     plan = {'steps': [step('s1', 'bad'), step('s2', 'echo', {'x': '$ref:s1'}), step('s3', 'echo')]}
     run = await toolweave.run_plan(plan, [FakeTool('bad', fail='null params'), echo_tool()])
     assert run.step('s1').status == 'failed'
@@ -147,7 +147,7 @@ async def test_a_returned_failure_fails_the_step() -> None:  # FF-8 overridden b
     assert 'Errors: s1: null params; s2: Skipped because dependency' in run.summary
 
 
-# D8: timeouts, limits; cancellation
+# timeouts, limits; cancellation
 
 
 async def test_step_timeout_fails_a_hanging_step_like_a_raise() -> None:
@@ -289,7 +289,7 @@ async def test_events_in_order_and_a_raising_handler_is_ignored(caplog: pytest.L
     assert 'on_event handler raised' in caplog.text
 
 
-async def test_tool_added_to_the_toolset_later_is_used() -> None:  # MT-6 via run_plan
+async def test_tool_added_to_the_toolset_later_is_used() -> None:  # via run_plan
     toolset = toolweave.Toolset([echo_tool()])
     toolset.add(FakeTool('late', 'here'))
     run = await toolweave.run_plan({'steps': [step('a', 'late')]}, toolset)
@@ -313,10 +313,10 @@ async def test_a_base_exception_from_a_tool_propagates_unwrapped() -> None:
     assert hang.calls[0].ended is not None
 
 
-async def test_a_tool_returning_nothing_succeeds_with_a_fixed_output() -> None:  # FF-9
+async def test_a_tool_returning_nothing_succeeds_with_a_fixed_output() -> None:
     plan = {'steps': [step('n', 'nothing'), step('e', 'empty'), step('u', 'echo', {'x': '$ref:n'})]}
     run = await toolweave.run_plan(plan, [FakeTool('nothing', lambda args: None), FakeTool('empty', ''),
                                           echo_tool()])
     assert run.step('n').output == 'Function executed successfully'
     assert run.step('u').arguments == {'x': None}  # references read the value, which is None
-    assert run.step('e').output == ''  # an empty text is an output, not "nothing" (RR-9)
+    assert run.step('e').output == ''  # an empty text is an output, not "nothing"

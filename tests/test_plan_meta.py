@@ -1,5 +1,5 @@
-"""The meta-tools: `execute_tool_plan` (spec §1, MT-*; PV-15, OS-10, FF-10) and the index dialect's
-`execute_plan` (spec §7, DP-* with D5)."""
+"""The meta-tools: `execute_tool_plan` (schema, instructions, malformed payloads) and the index-based
+`execute_plan` (its plan text, references, digest and errors)."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ def metrics_tools() -> list[FakeTool]:
     ]
 
 
-# §1 execute_tool_plan
+# execute_tool_plan
 
 
-def test_schema() -> None:  # MT-4, MT-5
+def test_schema() -> None:
     definition = PlanTool(Toolset([echo_tool()])).definition
     assert definition.name == 'execute_tool_plan'
     assert 'plan' in definition.description
     schema = definition.parameters
-    # MT-4 with strict mode on: every property is required, so `output_steps` is nullable instead of optional.
+    # strict mode on: every property is required, so `output_steps` is nullable instead of optional.
     assert definition.metadata.strict is True
     assert schema['required'] == ['steps', 'output_steps'] and schema['additionalProperties'] is False
     assert schema['properties']['output_steps'] == {
@@ -43,7 +43,7 @@ def test_schema() -> None:  # MT-4, MT-5
                                                                        'arguments': 'string'}
 
 
-def test_instructions() -> None:  # MT-2
+def test_instructions() -> None:
     text = toolweave.planning_instructions()
     assert text.startswith('# Tool Planning\n')
     for needle in ('`id`', '`tool`', '`arguments`', '"$ref:step_id"', '"$ref:step_id.field"', '{{$ref:',
@@ -63,12 +63,12 @@ async def test_a_plan_runs_and_returns_the_summary_with_the_run_as_value() -> No
     assert isinstance(result.value, PlanRun) and result.value.total == 2
 
 
-async def test_arguments_may_be_objects_at_call_time() -> None:  # MT-5 leniency
+async def test_arguments_may_be_objects_at_call_time() -> None:  # leniency
     result = await PlanTool([echo_tool()]).call({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {'x': 1}}]})
     assert result.text == '{"a": {"x": 1}}'
 
 
-async def test_lazy_lookup_sees_tools_added_later() -> None:  # MT-6
+async def test_lazy_lookup_sees_tools_added_later() -> None:
     toolset = Toolset([echo_tool()])
     planner = PlanTool(toolset)
     toolset.add(FakeTool('late', 'here'))
@@ -76,7 +76,7 @@ async def test_lazy_lookup_sees_tools_added_later() -> None:  # MT-6
     assert result.text == '{"a": "here"}'
 
 
-async def test_validation_failures_are_text_and_nothing_runs() -> None:  # PV-1, PV-5, PV-6, OS-10
+async def test_validation_failures_are_text_and_nothing_runs() -> None:
     echo = echo_tool()
     planner = PlanTool(Toolset([echo]))
     assert (await planner.call({'steps': []})).text.startswith('Error: Tool plan must contain at least one step')
@@ -88,11 +88,11 @@ async def test_validation_failures_are_text_and_nothing_runs() -> None:  # PV-1,
                                            {'id': 's2', 'tool': 'nonexistent', 'arguments': '{}'},
                                            {'id': 's2', 'tool': 'echo', 'arguments': '{}'}]})
     assert result.text.startswith('Error: Plan execution failed: 2 problems (nothing ran; fix them all and resend):\n'
-                                  "- steps[1] (id 's2'): unknown tool 'nonexistent'.")
+                                  "- steps[1] (id 's2'): Unknown tool 'nonexistent' in step 's2'.")
     assert echo.call_count == 0
 
 
-async def test_a_renamed_planner_refuses_itself() -> None:  # PV-5
+async def test_a_renamed_planner_refuses_itself() -> None:
     toolset = Toolset([echo_tool()])
     toolset.add(PlanTool(toolset, name='plan'))
     result = await toolset.call('plan', {'steps': [{'id': 's1', 'tool': 'plan', 'arguments': '{}'}]})
@@ -100,12 +100,12 @@ async def test_a_renamed_planner_refuses_itself() -> None:  # PV-5
 
 
 @pytest.mark.parametrize('payload', ['not json', '[]', '{"steps": 5}', '{"steps": [{"id": 1}]}', None, '""'])
-async def test_malformed_payloads_become_error_text(payload: Any) -> None:  # PV-15
+async def test_malformed_payloads_become_error_text(payload: Any) -> None:
     result = await PlanTool([echo_tool()]).call(payload)
     assert result.text.startswith('Error: ')
 
 
-async def test_step_failures_give_a_successful_text_with_errors() -> None:  # FF-10, OS-9
+async def test_step_failures_give_a_successful_text_with_errors() -> None:
     planner = PlanTool([FakeTool('flaky_api', raises=RuntimeError('down')), FakeTool('reliable_api', 'ok'),
                         echo_tool('process')])
     result = await planner.call({'steps': [
@@ -142,7 +142,7 @@ async def test_gated_tools_ask_the_planner_reviewer() -> None:
     assert 'Errors: r: Rejected by reviewer: {"p":1}' in result.text
 
 
-# §7 the index dialect and execute_plan
+# the index dialect and execute_plan
 
 
 def index_planner() -> PlanTool:
@@ -163,14 +163,14 @@ SEED_PLAN = {
 }
 
 
-def test_execute_plan_schema() -> None:  # DP-1
+def test_execute_plan_schema() -> None:
     definition = index_planner().definition
     assert definition.name == 'execute_plan'
     assert definition.parameters['required'] == ['plan']
     assert definition.parameters['properties']['plan']['type'] == 'string'
 
 
-async def test_the_seed_plan_runs() -> None:  # DP-12, DP-13, DP-14, DP-4 (D5)
+async def test_the_metrics_plan_of_three_steps_runs() -> None:
     result = await index_planner().call({'plan': json.dumps(SEED_PLAN)})
     run = result.value
     assert isinstance(run, PlanRun)
@@ -182,7 +182,7 @@ async def test_the_seed_plan_runs() -> None:  # DP-12, DP-13, DP-14, DP-4 (D5)
     assert result.text.split('\n')[2] == 'Step 2 (query_metric): {"name":"cpu_usage","current":72.5,"unit":"%"}'
 
 
-async def test_invalid_json() -> None:  # DP-2, DP-10
+async def test_invalid_json() -> None:
     result = await index_planner().call({'plan': 'not json at all {{'})
     assert json.loads(result.text) == {'error': 'Invalid JSON: not json at all {{...'}
     long = 'x' * 300
@@ -193,28 +193,28 @@ def index_problems(plan: dict[str, Any]) -> list[str]:
     return toolweave.validate_plan(plan, metrics_tools())
 
 
-async def test_validation_errors_are_joined_json() -> None:  # DP-3, DP-5, DP-9, DP-10
+async def test_validation_errors_are_joined_json() -> None:
     tools = metrics_tools()
     plan = {'goal': 'g', 'steps': [{'tool': 'nope', 'args': {}}, {'tool': 'list_metrics', 'args': {}}]}
     result = await PlanTool(tools, dialect='index').call({'plan': json.dumps(plan)})
     error = json.loads(result.text)['error']
     assert error.startswith('Plan validation failed: ')
     assert ('steps[0]: "description" must be a string saying what the step does, got null.; '
-            "steps[0]: unknown tool 'nope'") in error
+            "steps[0]: Unknown tool 'nope'.") in error
     assert all(t.call_count == 0 for t in tools)
 
 
-async def test_missing_goal() -> None:  # DP-3
+async def test_missing_goal() -> None:
     problems = index_problems({'steps': [{'tool': 'list_metrics', 'args': {}, 'description': 'd'}], 'goal': None})
     assert problems == ['"goal" must be a string saying what the plan is for, got null.']
 
 
 @pytest.mark.parametrize(('ref', 'message'), [
-    ('steps[1].result.x', 'forward reference'),  # DP-6
-    ('steps[0].result.x', 'refers to itself'),  # DP-7
-    ('steps[0].result', 'needs a field path'),  # DP-8
-    ('step[0].result.x', 'must look like'),  # DP-8
-    ('$.x', 'must look like'),  # DP-8
+    ('steps[1].result.x', 'forward reference'),
+    ('steps[0].result.x', 'refers to itself'),
+    ('steps[0].result', 'needs a field path'),
+    ('step[0].result.x', 'must look like'),
+    ('$.x', 'must look like'),
 ])
 async def test_bad_index_references(ref: str, message: str) -> None:
     plan = {'goal': 'g', 'steps': [{'tool': 'list_metrics', 'args': {'a': {'$ref': ref}}, 'description': 'd'},
@@ -223,25 +223,31 @@ async def test_bad_index_references(ref: str, message: str) -> None:
     assert problem.startswith('steps[0]: arguments.a: ') and message in problem
 
 
-async def test_literal_strings_are_not_references_in_the_index_dialect() -> None:  # D5
+async def test_literal_strings_are_not_references_in_the_index_dialect() -> None:
     plan = {'goal': 'g', 'steps': [{'tool': 'check_threshold', 'args': {'a': '$ref:x', 'b': '{{$ref:y}}'},
                                     'description': 'd'}]}
     run = await toolweave.run_plan(plan, metrics_tools())
     assert run.step('step_0').arguments == {'a': '$ref:x', 'b': '{{$ref:y}}'}
 
 
-async def test_missing_fields_follow_the_missing_field_option() -> None:  # DP-15, DP-16 with D5
+async def test_a_missing_or_null_field_fails_its_step_in_index_based_plans() -> None:
     plan = {'goal': 'g', 'steps': [
         {'tool': 'list_metrics', 'args': {}, 'description': 'd'},
-        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.nope.deeper'}}, 'description': 'd'}]}
-    run = await toolweave.run_plan(plan, metrics_tools())
-    assert run.step('step_1').arguments == {'x': 'null'}
-    run = await toolweave.run_plan(plan, metrics_tools(), missing_field='error')
-    assert run.step('step_1').status == 'failed'
-    assert 'Available keys: metrics.' in (run.step('step_1').error or '')
+        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.nope.deeper'}}, 'description': 'd'},
+        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.limit'}}, 'description': 'd'},
+        {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.metrics[0].unit'}}, 'description': 'd'}]}
+    tools = [FakeTool('list_metrics', {'metrics': [{'name': 'cpu_usage', 'unit': '%'}], 'limit': None}),
+             *metrics_tools()[1:]]
+    for option in ('null', 'error'):  # the option of id-based plans does not change this
+        run = await toolweave.run_plan(plan, tools, missing_field=option)
+        missing, null, present = run.step('step_1'), run.step('step_2'), run.step('step_3')
+        assert missing.status == 'failed' and 'Available keys: metrics, limit.' in (missing.error or '')
+        assert null.status == 'failed' and 'resolved to null' in (null.error or '')
+        assert present.status == 'succeeded' and present.arguments == {'x': '%'}
+    assert [call.arguments for call in tools[2].calls] == [{'x': '%'}, {'x': '%'}]  # no tool saw "null"
 
 
-async def test_a_reference_to_a_failed_step_skips_and_later_steps_still_run() -> None:  # DP-17 with D5
+async def test_a_reference_to_a_failed_step_skips_and_later_steps_still_run() -> None:
     plan = {'goal': 'g', 'steps': [
         {'tool': 'broken', 'args': {}, 'description': 'd'},
         {'tool': 'check_threshold', 'args': {'x': {'$ref': 'steps[0].result.a'}}, 'description': 'd'},
@@ -255,17 +261,17 @@ async def test_a_reference_to_a_failed_step_skips_and_later_steps_still_run() ->
                            '{"metrics":[{"name":"cpu_usage","unit":"%"},{"name":"memory_usage"}]}')
 
 
-async def test_empty_index_plan_is_valid() -> None:  # DP-11
+async def test_empty_index_plan_is_valid() -> None:
     result = await index_planner().call({'plan': '{"goal": "nothing", "steps": []}'})
     assert result.text == 'Plan executed: 0/0 succeeded.\n'
 
 
-async def test_index_plans_also_run_through_execute_tool_plan_detection() -> None:  # D5
+async def test_index_plans_also_run_through_execute_tool_plan_detection() -> None:
     run = await toolweave.run_plan(json.dumps(SEED_PLAN), metrics_tools())
     assert run.plan.dialect == 'index' and run.ok and run.plan.goal == SEED_PLAN['goal']
 
 
-async def test_execute_tool_plan_also_accepts_the_index_dialect() -> None:  # D5
+async def test_execute_tool_plan_also_accepts_the_index_dialect() -> None:
     result = await PlanTool(metrics_tools()).call(SEED_PLAN)
     assert result.ok and json.loads(result.text)['step_1'] == {'name': 'cpu_usage', 'current': 72.5, 'unit': '%'}
 
@@ -279,7 +285,7 @@ def test_dialect_detection() -> None:
         toolweave.parse_plan({'steps': [{'tool': 't', 'args': {}, 'description': 'd'}]}, dialect='index')
 
 
-async def test_steps_encoded_twice_are_read() -> None:  # PV-15 leniency
+async def test_steps_encoded_twice_are_read() -> None:  # leniency
     steps = json.dumps([{'id': 'a', 'tool': 'echo', 'arguments': '{"x": 1}'}])
     result = await PlanTool([echo_tool()]).call({'steps': steps})
     assert result.text == '{"a": {"x": 1}}'

@@ -1,4 +1,4 @@
-"""Reference resolution in id-based plans: spec §3 (RR-*) with preface D3/D4."""
+"""Reference resolution in id-based plans: whole-string, object and embedded forms, paths, and missing fields."""
 
 from __future__ import annotations
 
@@ -24,53 +24,53 @@ async def resolved(output: Any, arguments: Any, **options: Any) -> Any:
     return record.arguments
 
 
-# RR-1 .. RR-12: what a whole-output reference inserts
+# what a whole-output reference inserts
 
 
-async def test_plain_text_output_inserted_as_string() -> None:  # RR-1
+async def test_plain_text_output_inserted_as_string() -> None:
     assert await resolved('Hello World', '{"data": "$ref:s1"}') == {'data': 'Hello World'}
 
 
-async def test_json_object_output_inserted_as_object() -> None:  # RR-2
+async def test_json_object_output_inserted_as_object() -> None:
     assert await resolved('{"temp": 25, "city": "Tokyo"}', '{"data": "$ref:s1"}') == {
         'data': {'temp': 25, 'city': 'Tokyo'}}
 
 
-async def test_json_array_output_inserted_as_array() -> None:  # RR-3
+async def test_json_array_output_inserted_as_array() -> None:
     assert await resolved('[1, 2, 3]', '{"items": "$ref:s1"}') == {'items': [1, 2, 3]}
 
 
 @pytest.mark.parametrize(('text', 'value'), [('42', 42), ('-1', -1), ('3.14', 3.14), ('1e5', 1e5)])
-async def test_numeric_output_inserted_as_number(text: str, value: float) -> None:  # RR-4
+async def test_numeric_output_inserted_as_number(text: str, value: float) -> None:
     assert await resolved(text, '{"count": "$ref:s1"}') == {'count': value}
 
 
 @pytest.mark.parametrize(('text', 'value'), [('true', True), ('false', False), ('null', None)])
-async def test_boolean_and_null_outputs_keep_their_type(text: str, value: Any) -> None:  # RR-5
+async def test_boolean_and_null_outputs_keep_their_type(text: str, value: Any) -> None:
     assert await resolved(text, '{"active": "$ref:s1"}') == {'active': value}
 
 
-async def test_json_string_literal_output_is_not_double_quoted() -> None:  # RR-6
+async def test_json_string_literal_output_is_not_double_quoted() -> None:
     assert await resolved('"hi"', '{"x": "$ref:s1"}') == {'x': 'hi'}
 
 
-async def test_surrounding_whitespace_of_json_output_is_trimmed() -> None:  # RR-7
+async def test_surrounding_whitespace_of_json_output_is_trimmed() -> None:
     assert await resolved('  {"a":1}\n', '{"x": "$ref:s1"}') == {'x': {'a': 1}}
 
 
-async def test_output_that_only_looks_like_json_is_text() -> None:  # RR-8
+async def test_output_that_only_looks_like_json_is_text() -> None:
     assert await resolved('{not json', '{"x": "$ref:s1"}') == {'x': '{not json'}
 
 
-async def test_empty_output() -> None:  # RR-9
+async def test_empty_output() -> None:
     assert await resolved('', '{"data": "$ref:s1"}') == {'data': ''}
 
 
-async def test_whitespace_only_output_is_kept_untrimmed() -> None:  # RR-10
+async def test_whitespace_only_output_is_kept_untrimmed() -> None:
     assert await resolved('   ', '{"data": "$ref:s1"}') == {'data': '   '}
 
 
-async def test_special_characters_survive_and_render_as_valid_json() -> None:  # RR-11
+async def test_special_characters_survive_and_render_as_valid_json() -> None:
     text = 'line1\nline2\ttab "quoted" back\\slash \r \x01\x1f'
     arguments = await resolved(text, '{"data": "$ref:s1"}')
     assert arguments == {'data': text}
@@ -78,57 +78,57 @@ async def test_special_characters_survive_and_render_as_valid_json() -> None:  #
 
 
 @pytest.mark.parametrize('text', ['NaN', 'Infinity', '-Infinity', '+1', '1.5d', '0x1p3'])
-async def test_non_strict_numbers_are_text(text: str) -> None:  # RR-12
+async def test_non_strict_numbers_are_text(text: str) -> None:
     assert await resolved(text, '{"x": "$ref:s1"}') == {'x': text}
 
 
-# RR-13 .. RR-21: field paths
+# field paths
 
 
-async def test_field() -> None:  # RR-13
+async def test_field() -> None:
     assert await resolved('{"city":"Tokyo","temp":25}', '{"city": "$ref:s1.city"}') == {'city': 'Tokyo'}
 
 
-async def test_nested_field() -> None:  # RR-14
+async def test_nested_field() -> None:
     output = '{"user":{"name":"Alice","age":30}}'
     assert await resolved(output, '{"n": "$ref:s1.user.name"}') == {'n': 'Alice'}
 
 
-async def test_non_string_fields_keep_their_type() -> None:  # RR-15
+async def test_non_string_fields_keep_their_type() -> None:
     output = '{"temp": 25, "ok": true, "gone": null}'
     assert await resolved(output, '{"t": "$ref:s1.temp", "o": "$ref:s1.ok", "g": "$ref:s1.gone"}') == {
         't': 25, 'o': True, 'g': None}
 
 
-async def test_object_field_inserted_as_object() -> None:  # RR-16
+async def test_object_field_inserted_as_object() -> None:
     output = '{"user": {"name": "Alice"}}'
     assert await resolved(output, '{"u": "$ref:s1.user"}') == {'u': {'name': 'Alice'}}
 
 
-async def test_missing_field_and_missing_intermediate_give_null() -> None:  # RR-17
+async def test_missing_field_and_missing_intermediate_give_null() -> None:
     output = '{"city": "Tokyo"}'
     assert await resolved(output, '{"v": "$ref:s1.nonexistent", "w": "$ref:s1.a.b.c"}') == {'v': None, 'w': None}
 
 
-async def test_dotted_numeric_segments_index_arrays() -> None:  # RR-18
+async def test_dotted_numeric_segments_index_arrays() -> None:
     assert await resolved('{"items":[{"name":"x"}]}', '{"n": "$ref:s1.items.0.name"}') == {'n': 'x'}
     assert await resolved('["a","b"]', '{"n": "$ref:s1.1"}') == {'n': 'b'}
     assert await resolved('["a","b"]', '{"n": "$ref:s1.5"}') == {'n': None}
 
 
-async def test_bracket_indexes_are_a_synonym() -> None:  # RR-19 (D4 adds [n])
+async def test_bracket_indexes_are_a_synonym() -> None:  # `[n]` indexes too
     output = '{"items":[{"name":"x"},{"name":"y"}]}'
     assert await resolved(output, '{"a": "$ref:s1.items[0].name", "b": "$ref:s1.items.0.name"}') == {
         'a': 'x', 'b': 'x'}
 
 
-async def test_negative_indexes_count_from_the_end() -> None:  # D4
+async def test_negative_indexes_count_from_the_end() -> None:
     output = '{"items":[1, 2, 3]}'
     assert await resolved(output, '{"a": "$ref:s1.items[-1]", "b": "$ref:s1.items.-2", "c": "$ref:s1.items[-4]"}'
                           ) == {'a': 3, 'b': 2, 'c': None}
 
 
-async def test_field_path_on_plain_text_fails_the_step() -> None:  # RR-20
+async def test_field_path_on_plain_text_fails_the_step() -> None:
     plan = {'steps': [{'id': 'step_1', 'tool': 'src', 'arguments': '{}'},
                       {'id': 's2', 'tool': 'echo', 'arguments': '{"x": "$ref:step_1.field"}'}]}
     run = await toolweave.run_plan(plan, [FakeTool('src', 'plain words'), echo_tool()])
@@ -137,14 +137,14 @@ async def test_field_path_on_plain_text_fails_the_step() -> None:  # RR-20
 
 
 @pytest.mark.parametrize('output', ['42', '"txt"'])
-async def test_field_path_on_json_scalar_gives_null(output: str) -> None:  # RR-21
+async def test_field_path_on_json_scalar_gives_null(output: str) -> None:
     assert await resolved(output, '{"x": "$ref:s1.field"}') == {'x': None}
 
 
-# RR-22 .. RR-30: several references, dependencies, pass-through
+# several references, dependencies, pass-through
 
 
-async def test_every_reference_in_the_arguments_is_replaced() -> None:  # RR-22, RR-24
+async def test_every_reference_in_the_arguments_is_replaced() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'hello', 'arguments': '{}'},
                       {'id': 's2', 'tool': 'world', 'arguments': '{}'},
                       {'id': 's3', 'tool': 'echo',
@@ -153,7 +153,7 @@ async def test_every_reference_in_the_arguments_is_replaced() -> None:  # RR-22,
     assert run.step('s3').arguments == {'a': 'hello', 'b': 'world', 'l': ['hello', 'world']}
 
 
-async def test_whole_and_field_reference_to_one_step_is_one_dependency() -> None:  # RR-23, RR-29
+async def test_whole_and_field_reference_to_one_step_is_one_dependency() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'src', 'arguments': '{}'},
                       {'id': 's0', 'tool': 'src', 'arguments': '{}'},
                       {'id': 's2', 'tool': 'echo', 'arguments': '{"a":"$ref:s1","b":"$ref:s1.k","c":"$ref:s0"}'}]}
@@ -163,7 +163,7 @@ async def test_whole_and_field_reference_to_one_step_is_one_dependency() -> None
     assert run.step('s1').depends_on == ()
 
 
-async def test_reference_to_a_step_not_in_the_plan_is_a_validation_error() -> None:  # RR-25 (D4)
+async def test_reference_to_a_step_not_in_the_plan_is_a_validation_error() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'echo', 'arguments': '{"x": "$ref:missing_step"}'}]}
     tool = echo_tool()
     with pytest.raises(PlanValidationError) as info:
@@ -173,30 +173,30 @@ async def test_reference_to_a_step_not_in_the_plan_is_a_validation_error() -> No
     assert tool.call_count == 0
 
 
-async def test_arguments_without_references_pass_through_unchanged() -> None:  # RR-26
+async def test_arguments_without_references_pass_through_unchanged() -> None:
     arguments = {'a': 1, 'b': [1, {'c': 'text with $ref: inside'}], 'd': None, 'e': 'x {{ y }}'}
     assert await resolved('ignored', json.dumps(arguments)) == arguments
 
 
-async def test_embedded_references_are_spliced_as_text() -> None:  # RR-27 (D4)
+async def test_embedded_references_are_spliced_as_text() -> None:
     output = '{"time": "12:00", "n": 3, "o": {"k": [1, 2]}}'
     arguments = await resolved(output, {'msg': 'Meeting {{$ref:s1.time}} at noon, n={{$ref:s1.n}}, o={{$ref:s1.o}}'})
     assert arguments == {'msg': 'Meeting 12:00 at noon, n=3, o={"k":[1,2]}'}
 
 
-async def test_references_inside_longer_text_without_braces_stay_literal() -> None:  # RR-27
+async def test_references_inside_longer_text_without_braces_stay_literal() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'echo', 'arguments': '{"msg": "Result: $ref:s1"}'}]}
     run = await toolweave.run_plan(plan, [echo_tool()])
     assert run.step('s1').arguments == {'msg': 'Result: $ref:s1'}
     assert run.step('s1').depends_on == ()
 
 
-async def test_escaped_braces_write_a_literal() -> None:  # D4
+async def test_escaped_braces_write_a_literal() -> None:
     arguments = await resolved('v', {'a': '\\{{$ref:s1}} is {{$ref:s1}}', 'b': 'keep \\{{ as is'})
     assert arguments == {'a': '{{$ref:s1}} is v', 'b': 'keep \\{{ as is'}
 
 
-async def test_hyphenated_step_ids_can_be_referenced() -> None:  # RR-28 (D3)
+async def test_hyphenated_step_ids_can_be_referenced() -> None:
     plan = {'steps': [{'id': 'step-1', 'tool': 'src', 'arguments': '{}'},
                       {'id': 'step-2', 'tool': 'echo', 'arguments': '{"x": "$ref:step-1.a-b"}'}]}
     run = await toolweave.run_plan(plan, [FakeTool('src', '{"a-b": 5}'), echo_tool()])
@@ -204,7 +204,7 @@ async def test_hyphenated_step_ids_can_be_referenced() -> None:  # RR-28 (D3)
 
 
 @pytest.mark.parametrize('ref', ['$ref:s1.', '$ref:', '$ref:s1..a', '$ref:s1[x]', '$ref:s1["a]', '$ref:s 1'])
-async def test_malformed_references_are_validation_errors(ref: str) -> None:  # RR-28 (D4)
+async def test_malformed_references_are_validation_errors(ref: str) -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'echo', 'arguments': '{}'},
                       {'id': 's2', 'tool': 'echo', 'arguments': json.dumps({'x': ref})}]}
     with pytest.raises(PlanValidationError) as info:
@@ -212,7 +212,7 @@ async def test_malformed_references_are_validation_errors(ref: str) -> None:  # 
     assert info.value.problems[0].startswith(f"steps[1] (id 's2'): arguments.x: malformed reference {ref!r}: ")
 
 
-async def test_tool_receives_resolved_arguments() -> None:  # RR-30
+async def test_tool_receives_resolved_arguments() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'say', 'arguments': '{"text": "hello"}'},
                       {'id': 's2', 'tool': 'concat', 'arguments': '{"a":"$ref:s1","b":"world"}'},
                       {'id': 's3', 'tool': 'weather', 'arguments': '{"city": "Tokyo"}'},
@@ -225,7 +225,7 @@ async def test_tool_receives_resolved_arguments() -> None:  # RR-30
     assert say.calls[-1].arguments == {'text': 'Tokyo'}
 
 
-# D4: the other forms and path syntax
+# the other forms and path syntax
 
 
 async def test_object_form_reference_keeps_the_type() -> None:
@@ -268,7 +268,7 @@ async def test_references_read_the_tool_value_without_reparsing() -> None:
     assert isinstance(run.step('s1').value, Model)
 
 
-async def test_missing_field_error_mode_lists_the_existing_keys() -> None:  # D4
+async def test_missing_field_error_mode_lists_the_existing_keys() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'src', 'arguments': '{}'},
                       {'id': 's2', 'tool': 'echo', 'arguments': '{"x": "$ref:s1.user.nme"}'},
                       {'id': 's3', 'tool': 'echo', 'arguments': '{"x": "$ref:s1.list[9]"}'}]}
@@ -281,5 +281,5 @@ async def test_missing_field_error_mode_lists_the_existing_keys() -> None:  # D4
     assert 'The array has 1 items' in (run.step('s3').error or '')
 
 
-async def test_missing_field_null_mode_is_the_default() -> None:  # D4, RR-17
+async def test_missing_field_null_mode_is_the_default() -> None:
     assert await resolved('{"a": 1}', '{"x": "$ref:s1.b"}', missing_field='null') == {'x': None}

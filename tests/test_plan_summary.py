@@ -1,4 +1,4 @@
-"""What the model sees and what the record keeps: spec §6 (OS-*) with D6, the digest (DP-19..DP-21),
+"""What the model sees and what the record keeps: the JSON summary, the digest of index-based plans,
 `PlanRun.to_dict`."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def say(name: str, text: str, **knobs: Any) -> FakeTool:
     return FakeTool(name, text, **knobs)
 
 
-async def test_output_steps_filter_the_summary_not_the_record() -> None:  # OS-1
+async def test_output_steps_filter_the_summary_not_the_record() -> None:
     run = await toolweave.run_plan({'steps': [step('s1', 'a'), step('s2', 'b')], 'output_steps': ['s2']},
                                    [say('a', 'first'), say('b', 'final')])
     assert run.summary == '{"s2": "final"}'
@@ -30,26 +30,26 @@ async def test_output_steps_filter_the_summary_not_the_record() -> None:  # OS-1
 
 
 @pytest.mark.parametrize('output_steps', [None, []])
-async def test_without_output_steps_every_step_is_returned(output_steps: Any) -> None:  # OS-2, OS-3
+async def test_without_output_steps_every_step_is_returned(output_steps: Any) -> None:
     run = await toolweave.run_plan({'steps': [step('s1', 'a'), step('s2', 'b')], 'output_steps': output_steps},
                                    [say('a', 'hello'), say('b', 'world')])
     assert run.summary == '{"s1": "hello", "s2": "world"}'
 
 
-async def test_unknown_output_steps_are_ignored() -> None:  # OS-4
+async def test_unknown_output_steps_are_ignored() -> None:
     run = await toolweave.run_plan({'steps': [step('s1', 'a')], 'output_steps': ['nope']}, [say('a', 'x')])
     assert run.summary == '{}'
     run = await toolweave.run_plan({'steps': [step('s1', 'a')], 'output_steps': ['nope', 's1']}, [say('a', 'x')])
     assert run.summary == '{"s1": "x"}'
 
 
-async def test_entries_follow_output_steps_order() -> None:  # OS-5 overridden by D6
+async def test_entries_follow_output_steps_order() -> None:
     run = await toolweave.run_plan({'steps': [step('a', 'x'), step('b', 'x')], 'output_steps': ['b', 'a']},
                                    [say('x', 'v')])
     assert run.summary == '{"b": "v", "a": "v"}'
 
 
-async def test_json_outputs_are_embedded_as_json_and_text_as_strings() -> None:  # OS-6 with D6, OS-11
+async def test_json_outputs_are_embedded_as_json_and_text_as_strings() -> None:
     tools = [say('obj', ' {"a": [1, 2]} '), say('num', '42'), say('flag', 'true'), say('txt', 'hi "you"'),
              say('fake', '{not json'), say('nan', 'NaN')]
     run = await toolweave.run_plan({'steps': [step(t.name, t.name) for t in tools]}, tools)
@@ -58,12 +58,12 @@ async def test_json_outputs_are_embedded_as_json_and_text_as_strings() -> None: 
     assert json.loads(run.summary)['obj'] == {'a': [1, 2]}
 
 
-async def test_tool_values_are_shown_from_their_output_text() -> None:  # D6
+async def test_tool_values_are_shown_from_their_output_text() -> None:
     run = await toolweave.run_plan({'steps': [step('v', 'v')]}, [FakeTool('v', {'k': 'é'})])
     assert run.summary == '{"v": {"k": "é"}}'
 
 
-async def test_errors_layout() -> None:  # OS-7, OS-8, OS-9
+async def test_errors_layout() -> None:
     plan = {'steps': [step('s1', 'flaky_api'), step('s2', 'reliable_api'), step('s3', 'process', {'d': '$ref:s1'})],
             'output_steps': ['s2', 's3']}
     run = await toolweave.run_plan(plan, [FakeTool('flaky_api', raises=RuntimeError('503 upstream')),
@@ -75,7 +75,7 @@ async def test_errors_layout() -> None:  # OS-7, OS-8, OS-9
     )
 
 
-async def test_values_are_cut_with_a_note_and_kept_whole_in_the_record() -> None:  # D6, D8
+async def test_values_are_cut_with_a_note_and_kept_whole_in_the_record() -> None:
     plan = {'steps': [step('big', 'big'), step('json', 'json'), step('small', 'small'), step('bad', 'bad')]}
     tools = [FakeTool('big', output_chars=10_000), FakeTool('json', list(range(3000))), say('small', 'ok'),
              FakeTool('bad', fail='e' * 50)]
@@ -98,7 +98,7 @@ async def test_huge_outputs_default_cut() -> None:
     assert len(unlimited.summary) == 50_000 + len('{"big": ""}')
 
 
-async def test_digest_for_index_plans() -> None:  # DP-19, DP-20 (C3), DP-21
+async def test_digest_for_index_plans() -> None:
     plan = {'goal': 'g', 'steps': [
         {'tool': 'ok', 'args': {}, 'description': 'one'},
         {'tool': 'boom', 'args': {}, 'description': 'two'},
@@ -115,7 +115,7 @@ async def test_digest_for_index_plans() -> None:  # DP-19, DP-20 (C3), DP-21
     assert len(lines[4]) == len('Step 4 (long): ') + 123
 
 
-async def test_digest_of_an_empty_index_plan() -> None:  # DP-11
+async def test_digest_of_an_empty_index_plan() -> None:
     run = await toolweave.run_plan({'goal': 'nothing', 'steps': []}, [echo_tool()])
     assert run.digest() == 'Plan executed: 0/0 succeeded.\n'
     assert run.ok and run.total == 0

@@ -1,4 +1,4 @@
-"""Plan parsing and validation: spec §2 (PV-*) with D3, D4, D8; every problem is reported at once."""
+"""Plan parsing and validation: ids, tools, references, cycles and limits; every problem is reported at once."""
 
 from __future__ import annotations
 
@@ -33,30 +33,30 @@ async def problems_of(plan: Any, toolset: list[FakeTool] | None = None, **option
 
 
 @pytest.mark.parametrize('plan', [{}, {'steps': None}, {'steps': []}])
-async def test_missing_or_empty_steps(plan: dict[str, Any]) -> None:  # PV-1
+async def test_missing_or_empty_steps(plan: dict[str, Any]) -> None:
     (problem,) = await problems_of(plan)
     assert problem.startswith('Tool plan must contain at least one step')
 
 
 @pytest.mark.parametrize('bad', [None, '', '   '])
-async def test_blank_step_id(bad: Any) -> None:  # PV-2
+async def test_blank_step_id(bad: Any) -> None:
     (problem,) = await problems_of({'steps': [step(bad)]})
     assert problem.startswith('steps[0]: Step ID cannot be null or blank.')
 
 
-async def test_duplicate_ids_name_both_steps_and_nothing_runs() -> None:  # PV-3
+async def test_duplicate_ids_name_both_steps_and_nothing_runs() -> None:
     (problem,) = await problems_of({'steps': [step('s1'), step('s1')]})
     assert problem == ("steps[1] (id 's1'): Duplicate step ID: 's1' (also used by steps[0]). "
                        'Give each step its own id.')
 
 
 @pytest.mark.parametrize('bad', ['', '  ', None])
-async def test_blank_tool(bad: Any) -> None:  # PV-4
+async def test_blank_tool(bad: Any) -> None:
     (problem,) = await problems_of({'steps': [step('s1', bad)]})
     assert 'Step tool name cannot be null or blank' in problem
 
 
-async def test_recursive_plan_is_refused_even_when_the_meta_tool_is_registered() -> None:  # PV-5
+async def test_recursive_plan_is_refused_even_when_the_meta_tool_is_registered() -> None:
     toolset = toolweave.Toolset([echo_tool()])
     toolset.add(toolweave.PlanTool(toolset))
     plan = {'steps': [step('s1', 'execute_tool_plan')]}
@@ -65,44 +65,45 @@ async def test_recursive_plan_is_refused_even_when_the_meta_tool_is_registered()
                         'allowed). Call the tools themselves as steps of this plan.']
 
 
-async def test_unknown_tool_lists_the_available_ones_and_is_case_sensitive() -> None:  # PV-6
+async def test_unknown_tool_lists_the_available_ones_and_is_case_sensitive() -> None:
     problems = await problems_of({'steps': [step('s1', 'nonexistent'), step('s2', 'Echo'), step('s3', 'serch')]})
     assert problems == [
-        "steps[0] (id 's1'): unknown tool 'nonexistent'. Available tools: echo, search, fetch.",
-        "steps[1] (id 's2'): unknown tool 'Echo'. Tool names are case-sensitive: did you mean 'echo'? "
+        "steps[0] (id 's1'): Unknown tool 'nonexistent' in step 's1'. Available tools: echo, search, fetch.",
+        "steps[1] (id 's2'): Unknown tool 'Echo' in step 's2'. Tool names are case-sensitive: did you mean 'echo'? "
         'Available tools: echo, search, fetch.',
-        "steps[2] (id 's3'): unknown tool 'serch'. Did you mean 'search'? Available tools: echo, search, fetch.",
+        "steps[2] (id 's3'): Unknown tool 'serch' in step 's3'. Did you mean 'search'? "
+        'Available tools: echo, search, fetch.',
     ]
 
 
-async def test_validation_is_all_or_nothing() -> None:  # PV-7
+async def test_validation_is_all_or_nothing() -> None:
     await problems_of({'steps': [step('s1'), step('s2', 'nonexistent')]})
 
 
-async def test_every_problem_is_reported_in_step_order() -> None:  # PV-8 (the issue: report them all)
+async def test_every_problem_is_reported_in_step_order() -> None:  # every problem, not only the first
     plan = {'steps': [step('s1'), step('s2', 'nonexistent'), step('s1', 'echo', '{"x": "$ref:nowhere"}')],
             'extra': 1}
     problems = await problems_of(plan)
     assert len(problems) == 4
     assert problems[0].startswith("The plan: unknown field 'extra'")
-    assert problems[1].startswith("steps[1] (id 's2'): unknown tool 'nonexistent'")
+    assert problems[1].startswith("steps[1] (id 's2'): Unknown tool 'nonexistent' in step 's2'")
     assert problems[2].startswith("steps[2] (id 's1'): Duplicate step ID: 's1'")
     assert problems[3].startswith("steps[2] (id 's1'): arguments.x: reference '$ref:nowhere'")
 
 
-async def test_direct_cycle_names_the_path() -> None:  # PV-9
+async def test_direct_cycle_names_the_path() -> None:
     plan = {'steps': [step('s1', 'echo', '{"a": "$ref:s2"}'), step('s2', 'echo', '{"a": "$ref:s1"}')]}
     (problem,) = await problems_of(plan)
     assert problem.startswith("steps[0] (id 's1'): Cycle detected in tool plan dependencies: s1 -> s2 -> s1")
 
 
-async def test_self_reference_is_a_cycle() -> None:  # PV-10
+async def test_self_reference_is_a_cycle() -> None:
     (problem,) = await problems_of({'steps': [step('s1', 'echo', '{"message": "$ref:s1"}')]})
     assert 'Cycle detected in tool plan dependencies: s1 -> s1' in problem
     assert 'refers to itself' in problem
 
 
-async def test_longer_cycle_rejects_the_whole_plan() -> None:  # PV-11
+async def test_longer_cycle_rejects_the_whole_plan() -> None:
     plan = {'steps': [step('a', 'echo', '{"x": "$ref:c"}'), step('b', 'echo', '{"x": "$ref:a"}'),
                       step('c', 'echo', '{"x": "$ref:b"}'), step('d'), step('e', 'echo', '{"x": "$ref:c"}')]}
     (problem,) = await problems_of(plan)
@@ -117,7 +118,7 @@ async def test_two_separate_cycles_are_both_reported() -> None:
     assert 'a -> b -> a' in problems[0] and 'c -> d -> c' in problems[1]
 
 
-async def test_forward_position_is_legal_in_id_plans() -> None:  # PV-12
+async def test_forward_position_is_legal_in_id_plans() -> None:
     plan = {'steps': [step('late', 'echo', '{"x": "$ref:early"}'), step('early', 'echo', '{"v": 1}')]}
     run = await toolweave.run_plan(plan, tools())
     assert run.ok
@@ -125,7 +126,7 @@ async def test_forward_position_is_legal_in_id_plans() -> None:  # PV-12
     assert run.waves == (('early',), ('late',))
 
 
-async def test_arguments_that_are_not_json_fail_at_run_time() -> None:  # PV-14, FF-7
+async def test_arguments_that_are_not_json_fail_at_run_time() -> None:
     plan = {'steps': [step('s1', 'echo', '{not json'), step('s2', 'echo', '{"x": "$ref:s1"}'), step('s3')]}
     run = await toolweave.run_plan(plan, tools())
     error = run.step('s1').error
@@ -150,7 +151,7 @@ async def test_arguments_may_be_an_object_or_missing() -> None:
 
 @pytest.mark.parametrize(('bad', 'what'), [
     ('step one', 'has characters outside'), ('x' * 65, 'is longer than 64'), ('ñ', 'has characters outside')])
-async def test_bad_step_ids(bad: str, what: str) -> None:  # D3
+async def test_bad_step_ids(bad: str, what: str) -> None:
     (problem,) = await problems_of({'steps': [step(bad)]})
     assert f'invalid step id {bad!r}: it {what}' in problem
 
@@ -172,12 +173,12 @@ async def test_wrong_types_everywhere_are_all_reported() -> None:
     ('[1, 2]', 'The plan must be a JSON object with a "steps" array, got array'),
     ('{"steps": {"id": "a"}}', '"steps" must be an array of step objects, got object'),
 ])
-async def test_malformed_plan_text(text: str, start: str) -> None:  # PV-15
+async def test_malformed_plan_text(text: str, start: str) -> None:
     (problem,) = await problems_of(text)
     assert problem.startswith(start)
 
 
-async def test_max_steps() -> None:  # D8
+async def test_max_steps() -> None:
     plan = {'steps': [step(f's{i}') for i in range(6)]}
     (problem,) = await problems_of(plan, max_steps=5)
     assert problem == ('The plan has 6 steps, more than the limit of 5. Split it into smaller plans or raise '
@@ -201,7 +202,7 @@ def test_parse_plan_raises_with_every_structural_problem() -> None:
 def test_validate_plan_accepts_plan_objects() -> None:
     plan = Plan((PlanStep('a', 'echo', {}), PlanStep('b', 'nope', {'x': '$ref:c'})))
     assert validate_plan(plan, tools()) == [
-        "steps[1] (id 'b'): unknown tool 'nope'. Available tools: echo, search, fetch.",
+        "steps[1] (id 'b'): Unknown tool 'nope' in step 'b'. Available tools: echo, search, fetch.",
         "steps[1] (id 'b'): arguments.x: reference '$ref:c' names step 'c', which is not in the plan. Refer to one "
         'of the step ids: a, b.',
     ]
@@ -235,7 +236,7 @@ async def test_a_top_level_object_reference_supplies_all_the_arguments() -> None
     assert run.step('b').arguments == {'x': 1}
 
 
-async def test_a_mistyped_reference_suggests_the_id() -> None:  # D4
+async def test_a_mistyped_reference_suggests_the_id() -> None:
     plan = {'steps': [step('weather'), step('b', 'echo', {'t': '$ref:Weather.temp', 'u': '$ref:wether'})]}
     problems = await problems_of(plan)
     assert "names step 'Weather', which is not in the plan. Step ids are case-sensitive: did you mean 'weather'? " \

@@ -1,5 +1,5 @@
 """PlaybookTool: construction, unlock conditions, registration forms, locked calls and descriptions, state
-tracking, errors and prompts (PB-1..PB-16)."""
+tracking, errors, prompts and result packaging."""
 
 from __future__ import annotations
 
@@ -83,10 +83,10 @@ def _clear_calls() -> None:
     calls.clear()
 
 
-# --- PB-1, PB-7: construction and registration -----------------------------------------------------------------
+# --- construction and registration -----------------------------------------------------------------------------------
 
 
-def test_construction_and_counts() -> None:  # PB-1
+def test_construction_and_counts() -> None:
     playbook = PlaybookTool('researcher', 'Research and analyze topics')
     assert (playbook.name, playbook.description) == ('researcher', 'Research and analyze topics')
     assert playbook.unlocked_tool_count == 0 and playbook.locked_tool_count == 0
@@ -102,7 +102,7 @@ def test_construction_and_counts() -> None:  # PB-1
     assert playbook.locked_tool_count == 0 and two.locked_tool_count == 0  # copies
 
 
-def test_registration_forms_create_their_conditions() -> None:  # PB-7
+def test_registration_forms_create_their_conditions() -> None:
     base = PlaybookTool('p', 'd')
 
     def pred(ctx: PlaybookContext) -> bool:
@@ -154,14 +154,14 @@ def test_bad_registrations() -> None:
         base.with_tool(report).unlocked_by(search).with_tools(report)
 
 
-# --- PB-2..PB-6: conditions --------------------------------------------------------------------------------------
+# --- conditions -----------------------------------------------------------------------------------
 
 
 def ctx(*called: str, artifacts: tuple[object, ...] = (), process: AgentProcess | None = None) -> PlaybookContext:
     return PlaybookContext(called, artifacts, len(called), process)
 
 
-def test_after_tools_needs_every_name() -> None:  # PB-2
+def test_after_tools_needs_every_name() -> None:
     condition = AfterTools('search', 'fetch')
     assert not condition.is_satisfied(ctx())
     assert not condition.is_satisfied(ctx('search'))
@@ -170,21 +170,21 @@ def test_after_tools_needs_every_name() -> None:  # PB-2
     assert condition.hint(ctx()) == 'You must first use: search, fetch'
 
 
-def test_any_of_needs_one() -> None:  # PB-3
+def test_any_of_needs_one() -> None:
     condition = AnyOf(AfterTools('search'), AfterTools('fetch'))
     assert condition.is_satisfied(ctx('search')) and condition.is_satisfied(ctx('fetch'))
     assert not condition.is_satisfied(ctx('analyze'))
     assert (AfterTools('search') | AfterTools('fetch')).is_satisfied(ctx('fetch'))
 
 
-def test_all_of_needs_both() -> None:  # PB-4
+def test_all_of_needs_both() -> None:
     condition = AllOf(AfterTools('search'), OnArtifact(Doc))
     assert not condition.is_satisfied(ctx('search'))
     assert not condition.is_satisfied(ctx(artifacts=(Doc(),)))
     assert condition.is_satisfied(ctx('search', artifacts=(Doc(),)))
 
 
-def test_on_artifact_matches_the_type_and_subtypes_only() -> None:  # PB-5
+def test_on_artifact_matches_the_type_and_subtypes_only() -> None:
     condition = OnArtifact(Doc)
     assert condition.is_satisfied(ctx(artifacts=(Doc(),)))
     assert condition.is_satisfied(ctx(artifacts=(Report(),)))
@@ -192,7 +192,7 @@ def test_on_artifact_matches_the_type_and_subtypes_only() -> None:  # PB-5
     assert condition.hint(ctx()) == 'You must first produce an artifact of type: Doc'
 
 
-def test_predicates_and_blackboard_conditions() -> None:  # PB-6
+def test_predicates_and_blackboard_conditions() -> None:
     condition: UnlockCondition = WhenPredicate(lambda c: c.iteration_count >= 3)
     assert not condition.is_satisfied(PlaybookContext(iteration_count=2))
     assert condition.is_satisfied(PlaybookContext(iteration_count=3))
@@ -209,7 +209,7 @@ def test_predicates_and_blackboard_conditions() -> None:  # PB-6
     assert OnArtifactMatching(lambda a: getattr(a, 'title', '') == 'x').is_satisfied(ctx(artifacts=(Doc('x'),)))
 
 
-def test_hints_of_every_condition() -> None:  # PB-8
+def test_hints_of_every_condition() -> None:
     empty = ctx()
     assert AllOf(AfterTools('a')).hint(empty) == 'Multiple conditions must be met before this tool is available.'
     assert AnyOf(AfterTools('a')).hint(empty) == 'At least one prerequisite condition must be met.'
@@ -227,10 +227,10 @@ def test_custom_conditions_subclass_unlock_condition() -> None:
     assert not (Never() & AfterTools('a')).is_satisfied(ctx('a'))
 
 
-# --- PB-8..PB-13: a playbook run -------------------------------------------------------------------------------
+# --- a playbook run -----------------------------------------------------------------------------------
 
 
-async def test_locked_calls_are_refused_with_their_hint_and_not_run() -> None:  # PB-8
+async def test_locked_calls_are_refused_with_their_hint_and_not_run() -> None:
     inner = ScriptedModel([call('analyze'), call('summarize'), call('report'), call('process'), call('format'),
                            call('finalize'), 'done'])
     playbook = (PlaybookTool('researcher', 'Research', model=inner).with_tools(search, fetch)
@@ -252,7 +252,7 @@ async def test_locked_calls_are_refused_with_their_hint_and_not_run() -> None:  
     assert calls == [] and result.output == 'done'
 
 
-async def test_hint_lists_only_the_missing_tools() -> None:  # PB-8
+async def test_hint_lists_only_the_missing_tools() -> None:
     inner = ScriptedModel([call('search'), call('summarize'), call('fetch'), call('summarize'), 'done'])
     playbook = (PlaybookTool('p', 'd', model=inner).with_tools(search, fetch)
                 .with_tool(summarize).unlocked_by_all(search, fetch))
@@ -261,7 +261,7 @@ async def test_hint_lists_only_the_missing_tools() -> None:  # PB-8
     assert calls == ['search', 'fetch', 'summarize']
 
 
-async def test_a_locked_call_is_not_recorded() -> None:  # PB-9, PB-11
+async def test_a_locked_call_is_not_recorded() -> None:
     inner = ScriptedModel([call('analyze'), call('finalize'), call('search'), call('finalize'), call('analyze'),
                            'done'])
     playbook = (PlaybookTool('p', 'd', model=inner).with_tools(search)
@@ -273,7 +273,7 @@ async def test_a_locked_call_is_not_recorded() -> None:  # PB-9, PB-11
     assert outputs[2:] == ['search ok', 'finalize ok', 'analyze ok']
 
 
-async def test_description_shows_the_lock_until_unlocked() -> None:  # PB-10
+async def test_description_shows_the_lock_until_unlocked() -> None:
     inner = ScriptedModel([call('search'), 'done'])
     playbook = PlaybookTool('p', 'd', model=inner).with_tools(search).with_tool(analyze).unlocked_by(search)
     await run_inside(playbook)
@@ -285,7 +285,7 @@ async def test_description_shows_the_lock_until_unlocked() -> None:  # PB-10
     assert analyze.description == 'Analyze things.'  # the registered tool itself is untouched
 
 
-async def test_artifacts_are_recorded_element_by_element() -> None:  # PB-11
+async def test_artifacts_are_recorded_element_by_element() -> None:
     docs = make('list_docs', [None, 'text', Report('r')])
     inner = ScriptedModel([call('format'), call('list_docs'), call('format'), 'done'])
     playbook = (PlaybookTool('p', 'd', model=inner).with_tools(docs)
@@ -295,7 +295,7 @@ async def test_artifacts_are_recorded_element_by_element() -> None:  # PB-11
     assert isinstance(result.value, list) and result.value[0] == 'text' and isinstance(result.value[1], Report)
 
 
-async def test_a_prerequisite_that_failed_still_counts() -> None:  # PB-12
+async def test_a_prerequisite_that_failed_still_counts() -> None:
     broken_search = make('search', fail=True)
     inner = ScriptedModel([call('search'), call('analyze'), 'done'])
     playbook = PlaybookTool('p', 'd', model=inner).with_tools(broken_search).with_tool(analyze).unlocked_by('search')
@@ -303,7 +303,7 @@ async def test_a_prerequisite_that_failed_still_counts() -> None:  # PB-12
     assert tool_outputs(inner) == ['Error: search broke', 'analyze ok']
 
 
-async def test_conditions_are_checked_on_every_call() -> None:  # PB-13
+async def test_conditions_are_checked_on_every_call() -> None:
     opener, closer = make('open'), make('close')
     inner = ScriptedModel([call('open'), call('edit'), call('close'), call('edit'), call('open'), call('edit'),
                            call('analyze'), call('close'), call('analyze'), 'done'])
@@ -319,7 +319,7 @@ async def test_conditions_are_checked_on_every_call() -> None:  # PB-13
     assert outputs[6] == outputs[8] == 'analyze ok'  # AfterTools stays satisfied
 
 
-async def test_blackboard_condition_sees_objects_added_during_the_run() -> None:  # PB-6 end to end
+async def test_blackboard_condition_sees_objects_added_during_the_run() -> None:  # end to end
     @tool
     def load_profile() -> str:
         """Load the profile."""
@@ -361,17 +361,16 @@ async def test_unknown_tool_and_bad_arguments_inside_the_playbook() -> None:
     assert outputs[1].startswith("Error: Invalid arguments for tool 'needs'")
 
 
-# --- PB-14..PB-16 ----------------------------------------------------------------------------------------------
 
 
-async def test_error_results() -> None:  # PB-14
+async def test_error_results() -> None:
     assert (await PlaybookTool('p', 'd').call('{}')).error == 'No tools available for PlaybookTool'
     locked_only = PlaybookTool('p', 'd').with_tool(analyze).unlocked_by(search)
     assert (await locked_only.call('{}')).error == 'No AgentProcess context available'
     assert (await PlaybookTool('p', 'd', tools=[search]).call('{}')).error == 'No AgentProcess context available'
 
 
-async def test_default_and_custom_system_prompt() -> None:  # PB-15
+async def test_default_and_custom_system_prompt() -> None:
     inner = ScriptedModel(['a', 'b'])
     playbook = PlaybookTool('researcher', 'Research and analyze topics', model=inner, tools=[search])
     await run_inside(playbook)
@@ -383,7 +382,7 @@ async def test_default_and_custom_system_prompt() -> None:  # PB-15
     assert inner.requests[1].messages[0].content == 'Custom prompt'
 
 
-async def test_result_packaging_and_default_iterations() -> None:  # PB-16
+async def test_result_packaging_and_default_iterations() -> None:
     assert PlaybookTool('p', 'd').max_iterations == 20
     one = ScriptedModel([call('write'), 'one'])
     result, _ = await run_inside(PlaybookTool('p', 'd', model=one, tools=[make('write', Doc('a'))]))
@@ -423,3 +422,38 @@ async def test_unfolded_tools_count_as_calls() -> None:
     playbook = PlaybookTool('p', 'd', model=inner, tools=[group]).with_tool(analyze).unlocked_by(search)
     await run_inside(playbook.with_tools(make('unused')))
     assert tool_outputs(inner)[-2:] == ['search ok', 'analyze ok']
+
+
+# --- the curried form with an artifact class; plain values as artifacts ------------------------------------------
+
+
+def test_the_curried_form_takes_artifact_classes_and_tools() -> None:
+    base = PlaybookTool('p', 'd')
+    by_class = base.with_tool(report)(Doc).locked_tools[0].condition
+    assert isinstance(by_class, OnArtifact) and by_class.type is Doc
+    by_name = base.with_tool(report)('search').locked_tools[0].condition
+    assert isinstance(by_name, AfterTools) and by_name.names == ('search',)
+    both = base.with_tool(report)(search, Doc).locked_tools[0].condition
+    assert isinstance(both, AllOf)
+    assert [type(c).__name__ for c in both.conditions] == ['AfterTools', 'OnArtifact']
+
+
+async def test_a_tool_unlocked_by_an_artifact_class_through_the_curried_form() -> None:
+    inner = ScriptedModel([call('report'), call('write'), call('report'), 'done'])
+    playbook = (PlaybookTool('p', 'd', model=inner).with_tools(make('write', Doc('a')))
+                .with_tool(report)(Doc))
+    await run_inside(playbook)
+    assert calls == ['write', 'report']  # the first `report` call was refused: no Doc yet
+
+
+async def test_a_plain_value_marked_as_an_artifact_is_packaged_and_unlocks() -> None:
+    @tool
+    def save() -> ToolResult:
+        """Save a draft."""
+        calls.append('save')
+        return ToolResult.success('saved', 'draft-7')
+
+    inner = ScriptedModel([call('save'), call('report'), 'done'])
+    playbook = PlaybookTool('p', 'd', model=inner).with_tools(save).with_tool(report).unlocked_by_artifact(str)
+    result, _ = await run_inside(playbook)
+    assert calls == ['save', 'report'] and result.value == 'draft-7'

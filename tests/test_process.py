@@ -1,4 +1,4 @@
-"""AgentProcess: blackboard, history, usage, status, current_process, and the blackboard sink (AS-8)."""
+"""AgentProcess: blackboard, history, usage, status, current_process, and the blackboard sink."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ async def test_each_run_has_its_own_process() -> None:
     assert first.process.blackboard is not second.process.blackboard
 
 
-# --- BlackboardSink (AS-8) ---------------------------------------------------------------------------------------
+# --- BlackboardSink ---------------------------------------------------------------------------------------
 
 
 def test_blackboard_sink_is_a_sink() -> None:
@@ -149,13 +149,13 @@ def test_blackboard_sink_is_a_sink() -> None:
     assert repr(BlackboardSink('user')) == "BlackboardSink(name='user')"
 
 
-def test_blackboard_sink_without_a_process_raises() -> None:  # AS-8
+def test_blackboard_sink_without_a_process_raises() -> None:
     with pytest.raises(ToolConfigurationError) as info:
         BlackboardSink().accept(User('ann'))
     assert str(info.value) == 'No AgentProcess available for BlackboardSink'
 
 
-async def test_blackboard_sink_adds_artifacts_to_the_run_blackboard() -> None:  # AS-8
+async def test_blackboard_sink_adds_artifacts_to_the_run_blackboard() -> None:
     finder = FakeTool('find_user', lambda args: User(args['name']))
     sinking = ArtifactSinkingTool(finder, BlackboardSink(name='user'))
     result = await Agent(ScriptedModel([call('find_user', {'name': 'ann'}), 'found']), tools=[sinking]).run('go')
@@ -163,7 +163,7 @@ async def test_blackboard_sink_adds_artifacts_to_the_run_blackboard() -> None:  
     assert result.process.blackboard.count(User) == 1
 
 
-async def test_blackboard_sink_unwraps_lists_and_composes() -> None:  # AS-6, AS-7 with the blackboard
+async def test_blackboard_sink_unwraps_lists_and_composes() -> None:  # with the blackboard
     finder = FakeTool('find_users', lambda args: [User('ann'), Admin('bob'), 'not a user'])
     collected = toolweave.ListSink()
     sinking = ArtifactSinkingTool(finder, toolweave.CompositeSink(BlackboardSink(), collected), type=User)
@@ -177,3 +177,14 @@ async def test_blackboard_sink_in_a_tool_outside_a_run_fails_loudly() -> None:
     sinking = ArtifactSinkingTool(finder, BlackboardSink())
     with pytest.raises(ToolConfigurationError, match='No AgentProcess available for BlackboardSink'):
         await sinking.call('{}')
+
+
+async def test_publish_to_blackboard_filters_then_transforms_into_the_run_blackboard() -> None:
+    finder = FakeTool('find_users', lambda args: [User('ann'), Admin('bob'), User('cy'), 'not a user'])
+    published = toolweave.publish_to_blackboard(finder, User, filter=lambda user: user.name != 'cy',
+                                                transform=lambda user: user.name.upper(), name='who')
+    assert published.name == 'find_users' and published.definition == finder.definition
+    result = await Agent(ScriptedModel([call('find_users'), 'found']), tools=[published]).run('go')
+    assert result.process.blackboard.objects == ['ANN', 'BOB'] and result.process.blackboard.get('who') == 'BOB'
+    with pytest.raises(ToolConfigurationError, match='No AgentProcess available for BlackboardSink'):
+        await published.call('{}')  # outside a run there is no blackboard to publish to

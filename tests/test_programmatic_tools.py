@@ -1,4 +1,4 @@
-"""Programmatic tools (`Tool.create` + `Parameter`) and typed tools (spec §14a DT-1..DT-8, AD-14)."""
+"""Programmatic tools (`Tool.create` + `Parameter`) and typed tools."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from toolweave.tools._programmatic import ProgrammaticTool
 pytestmark = pytest.mark.anyio
 
 
-# --- Tool.create with parameter factories (DT-1) ---
+# --- Tool.create with parameter factories ---
 
 
-async def test_create_without_parameters_has_empty_schema_and_default_metadata() -> None:  # DT-1
+async def test_create_without_parameters_has_empty_schema_and_default_metadata() -> None:
     calc = Tool.create('calculator', 'Performs calculations', lambda args: 42)
     assert isinstance(calc, ProgrammaticTool)
     assert calc.definition.parameters == {'type': 'object', 'properties': {}, 'required': []}
@@ -42,13 +42,13 @@ async def test_create_without_parameters_has_empty_schema_and_default_metadata()
     assert (await calc.call('{}')).output == '42'
 
 
-def test_metadata_create_return_direct() -> None:  # DT-1
+def test_metadata_create_return_direct() -> None:
     assert ToolMetadata.create(True).return_direct is True
     tool = Tool.create('final', 'Final answer', lambda args: 'done', metadata=ToolMetadata.create(True))
     assert tool.definition.metadata.return_direct is True
 
 
-def test_parameter_factories_default_to_required() -> None:  # DT-1
+def test_parameter_factories_default_to_required() -> None:
     params = [
         Parameter.string('city', 'City name'),
         Parameter.integer('days', 'Days ahead'),
@@ -141,7 +141,7 @@ def test_create_misuse_is_rejected() -> None:
         Parameter('u', 'date')  # type: ignore[arg-type]
 
 
-# --- typed tools (DT-4..DT-8, AD-14) ---
+# --- typed tools ---
 
 
 class AddInput(BaseModel):
@@ -172,7 +172,7 @@ def add(input: AddInput) -> AddOutput:
     return AddOutput(sum=input.a + input.b)
 
 
-async def test_typed_tool_compact_json() -> None:  # DT-4
+async def test_typed_tool_compact_json() -> None:
     tool = Tool.create('add', 'Add two numbers', add)
     assert isinstance(tool, TypedTool)
     result = await tool.call('{"a":5,"b":3}')
@@ -180,7 +180,7 @@ async def test_typed_tool_compact_json() -> None:  # DT-4
     assert result.value == AddOutput(sum=8) and result.artifact == AddOutput(sum=8)
 
 
-def test_typed_tool_schema_comes_from_input_type() -> None:  # DT-8
+def test_typed_tool_schema_comes_from_input_type() -> None:
     tool = Tool.create('add', 'Add two numbers', add)
     assert tool.definition.parameters == {
         'properties': {'a': {'type': 'integer'}, 'b': {'type': 'integer'}},
@@ -189,7 +189,7 @@ def test_typed_tool_schema_comes_from_input_type() -> None:  # DT-8
     }
 
 
-async def test_string_output_as_is_and_defaults_apply() -> None:  # DT-5
+async def test_string_output_as_is_and_defaults_apply() -> None:
     async def greet(input: GreetInput) -> str:
         return f'{input.greeting} {input.name}!'
 
@@ -198,7 +198,7 @@ async def test_string_output_as_is_and_defaults_apply() -> None:  # DT-5
     assert (await tool.call('{"name":"Bob","greeting":"Hello"}')).output == 'Hello Bob!'
 
 
-async def test_returned_result_passes_through() -> None:  # DT-5
+async def test_returned_result_passes_through() -> None:
     marker = ToolResult.success('custom', {'x': 1})
 
     def fn(input: AddInput) -> ToolResult:
@@ -210,7 +210,7 @@ async def test_returned_result_passes_through() -> None:  # DT-5
 @pytest.mark.parametrize(('exc', 'message'), [(RuntimeError('Something went wrong'), 'Something went wrong'),
                                               (RuntimeError(), 'Tool invocation failed'),
                                               (ValueError('   '), 'Tool invocation failed')])
-async def test_exception_becomes_error_result(exc: Exception, message: str) -> None:  # DT-6
+async def test_exception_becomes_error_result(exc: Exception, message: str) -> None:
     def fn(input: AddInput) -> AddOutput:
         raise exc
 
@@ -218,7 +218,7 @@ async def test_exception_becomes_error_result(exc: Exception, message: str) -> N
     assert (result.ok, result.error, result.raised) == (False, message, True)
 
 
-async def test_invalid_json_and_missing_field() -> None:  # DT-6, AD-14
+async def test_invalid_json_and_missing_field() -> None:
     tool = Tool.create('add', 'Add', add)
     bad_json = await tool.call('{"a": 5,')
     assert not bad_json.ok and 'Invalid JSON' in (bad_json.error or '')
@@ -227,7 +227,7 @@ async def test_invalid_json_and_missing_field() -> None:  # DT-6, AD-14
 
 
 @pytest.mark.parametrize('signal', [ExitEarly('replan'), ToolConfigurationError('bad')])
-async def test_control_flow_signals_propagate(signal: Exception) -> None:  # DT-7
+async def test_control_flow_signals_propagate(signal: Exception) -> None:
     def fn(input: AddInput) -> AddOutput:
         raise signal
 
@@ -272,7 +272,7 @@ def test_typed_tool_needs_a_model_type() -> None:
     assert isinstance(Tool.create('x', 'x', untyped), ProgrammaticTool)
 
 
-async def test_redescribed_programmatic_tool_keeps_everything_else() -> None:  # DT-2, DT-3
+async def test_redescribed_programmatic_tool_keeps_everything_else() -> None:
     calc = Tool.create('calculator', 'Performs calculations', lambda args: 42,
                        parameters=[Parameter.number('x', required=False)])
     renamed = with_description(calc, 'Specialized math tool').with_note('Optimized for financial calculations')

@@ -1,10 +1,10 @@
 """UnfoldingTool on its own: factories, messages, selection, shortcuts, the class-decorator form, and the
-unfolding strategy evaluated directly (spec section 11, UF-1..UF-30; the loop-level cases are in
-test_injection.py)."""
+unfolding strategy evaluated directly (the cases in a running loop are in test_injection.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ from toolweave import (
     unfolding_tools,
     with_note,
 )
-from toolweave.progressive import UnfoldingContextTool, UnfoldingGuideTool
+from toolweave.progressive import UnfoldingContextTool, UnfoldingGuideTool, record_unfoldings
 from toolweave.testing import FakeTool
 
 pytestmark = pytest.mark.anyio
@@ -41,20 +41,27 @@ def names(tools: Any) -> list[str]:
     return [t.name for t in tools]
 
 
-def outcome(tool: Tool, arguments: str, result: ToolResult, current: list[Tool]) -> ToolCallOutcome:
-    return ToolCallOutcome(tool, arguments, result, tuple(current), AgentProcess())
+def outcome(tool: Tool, arguments: str, result: ToolResult, current: list[Tool],
+            unfolded: Sequence[UnfoldingSelection] = ()) -> ToolCallOutcome:
+    return ToolCallOutcome(tool, arguments, result, tuple(current), AgentProcess(), tuple(unfolded))
+
+
+async def called(facade: Tool, arguments: str, current: list[Tool]) -> ToolCallOutcome:
+    """Call `facade` like the loop does (recording what unfolds) and describe the call as the loop would."""
+    with record_unfoldings() as unfolded:
+        result = await facade.call(arguments)
+    return outcome(facade, arguments, result, current, unfolded)
 
 
 async def unfold(facade: Tool, arguments: str, current: list[Tool]) -> ToolInjection | None:
     """Call `facade` like the loop does, then ask the strategy what changes."""
-    result = await facade.call(arguments)
-    return UnfoldingInjectionStrategy().evaluate(outcome(facade, arguments, result, current))
+    return UnfoldingInjectionStrategy().evaluate(await called(facade, arguments, current))
 
 
 # --- building and the unfold message -----------------------------------------------------------------------
 
 
-def test_of_definition_and_defaults() -> None:  # UF-1
+def test_of_definition_and_defaults() -> None:
     facade = UnfoldingTool.of('database_operations', 'Work with the database.', [FakeTool('a'), FakeTool('b')])
     assert facade.name == 'database_operations'
     assert facade.description == 'Work with the database.'
@@ -63,7 +70,7 @@ def test_of_definition_and_defaults() -> None:  # UF-1
     assert names(facade.inner_tools) == ['a', 'b']
 
 
-def test_call_lists_enabled_tools() -> None:  # UF-2
+def test_call_lists_enabled_tools() -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('tool_a'), FakeTool('tool_b')])
     result = facade.call_sync('{}')
     assert result.ok and result.output == PREAMBLE.format('tool_a, tool_b')
@@ -71,22 +78,21 @@ def test_call_lists_enabled_tools() -> None:  # UF-2
 
 
 @pytest.mark.parametrize(('notes', 'suffix'), [(None, ''), ('', ''), ('   ', ''), ('Use a first.', '\n\nUse a first.')])
-def test_notes_follow_the_preamble(notes: str | None, suffix: str) -> None:  # UF-3
+def test_notes_follow_the_preamble(notes: str | None, suffix: str) -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')], child_tool_usage_notes=notes)
     assert facade.call_sync('{}').output == PREAMBLE.format('a') + suffix
 
 
-def test_select_tools_defaults_to_all() -> None:  # UF-4
+def test_select_tools_defaults_to_all() -> None:
     inner = [FakeTool('a'), FakeTool('b')]
     facade = UnfoldingTool.of('group', 'Group.', inner)
     assert facade.select_tools('{}') == inner and facade.select_tools('') == inner
 
 
-def test_remove_on_invoke_is_reported_but_ignored() -> None:  # UF-8
+async def test_remove_on_invoke_is_reported_but_ignored() -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')], remove_on_invoke=False)
     assert facade.remove_on_invoke is False
-    injection = UnfoldingInjectionStrategy().evaluate(
-        outcome(facade, '{}', facade.call_sync('{}'), [facade]))
+    injection = await unfold(facade, '{}', [facade])
     assert injection is not None and injection.remove == ('group',)
 
 
@@ -106,7 +112,7 @@ def test_inner_items_may_be_functions_and_tool_objects() -> None:
 
 
 @pytest.mark.parametrize('bad', ['name with space', '', 'a' * 65, 'caf\u00e9', 'a.b'])
-def test_bad_facade_names_are_rejected(bad: str) -> None:  # D1
+def test_bad_facade_names_are_rejected(bad: str) -> None:
     with pytest.raises(ToolNameError, match='must match'):
         UnfoldingTool.of(bad, 'Group.', [FakeTool('a')])
 
@@ -136,7 +142,7 @@ def test_bad_notes_and_selector_are_rejected() -> None:
 # --- selection ---------------------------------------------------------------------------------------------
 
 
-def test_selectable_receives_raw_json() -> None:  # UF-14
+def test_selectable_receives_raw_json() -> None:
     read, write = FakeTool('read'), FakeTool('write')
     seen: list[str] = []
 
@@ -178,7 +184,7 @@ def by_category() -> tuple[UnfoldingTool, FakeTool, FakeTool, FakeTool]:
     return facade, query, insert, delete
 
 
-def test_by_category_selects() -> None:  # UF-15
+def test_by_category_selects() -> None:
     facade, query, insert, delete = by_category()
     assert facade.inner_tools == (query, insert, delete)
     assert facade.select_tools('{"category":"read"}') == [query]
@@ -188,12 +194,12 @@ def test_by_category_selects() -> None:  # UF-15
 
 @pytest.mark.parametrize('raw', ['{"category":"admin"}', '{}', '', '   ', '{not json', '{"category": 5}',
                                  '{"category": null}', '["read"]', '"read"', '{"other":"read"}'])
-def test_unknown_or_missing_category_gives_all(raw: str) -> None:  # UF-16
+def test_unknown_or_missing_category_gives_all(raw: str) -> None:
     facade, query, insert, delete = by_category()
     assert facade.select_tools(raw) == [query, insert, delete]
 
 
-def test_category_schema() -> None:  # UF-17
+def test_category_schema() -> None:
     facade, *_ = by_category()
     assert facade.definition.parameters == {
         'type': 'object',
@@ -215,7 +221,7 @@ def test_bad_categories_are_rejected(bad: Any) -> None:
         UnfoldingTool.by_category('c', 'C.', bad)
 
 
-def test_dynamic_tools_get_fresh_state_per_call() -> None:  # UF-30
+def test_dynamic_tools_get_fresh_state_per_call() -> None:
     def selector(raw: str) -> list[Tool]:
         connection = json.loads(raw or '{}').get('connection', 'localhost')
         state: dict[str, int] = {'calls': 0}
@@ -246,7 +252,7 @@ def test_dynamic_tools_get_fresh_state_per_call() -> None:  # UF-30
 # --- builders ----------------------------------------------------------------------------------------------
 
 
-def test_with_tools_returns_a_new_facade() -> None:  # UF-24
+def test_with_tools_returns_a_new_facade() -> None:
     base = UnfoldingTool.of('ws', 'Workspace.', [FakeTool('a')], child_tool_usage_notes='Notes.', exclusive=True)
     extended = base.with_tools(FakeTool('b'), FakeTool('c'))
     assert names(extended.inner_tools) == ['a', 'b', 'c'] and names(base.inner_tools) == ['a']
@@ -256,7 +262,7 @@ def test_with_tools_returns_a_new_facade() -> None:  # UF-24
         base.with_tools(FakeTool('a'))
 
 
-def test_with_tool_object_and_categories() -> None:  # UF-24
+def test_with_tool_object_and_categories() -> None:
     class Helpers:
         @tool
         def helper(self) -> str:
@@ -273,7 +279,7 @@ def test_with_tool_object_and_categories() -> None:  # UF-24
         facade.with_tool_object(object())
 
 
-def test_from_tool_object() -> None:  # UF-23
+def test_from_tool_object() -> None:
     class FileWriteTools:
         @tool
         def write_file(self, path: str) -> str:
@@ -289,7 +295,7 @@ def test_from_tool_object() -> None:  # UF-23
                                             remove_on_invoke=False, child_tool_usage_notes='Use write first.')
     assert names(facade.inner_tools) == ['write_file', 'append_file']
     assert facade.child_tool_usage_notes == 'Use write first.' and facade.remove_on_invoke is False
-    with pytest.raises(UserError, match='neither a Tool nor has @tool'):
+    with pytest.raises(UserError, match=r"from_tool_object\('x'\) got a object with no `@tool` methods"):
         UnfoldingTool.from_tool_object(object(), 'x', 'X.')
 
 
@@ -314,17 +320,17 @@ class MixedCategoryTools:
         return 'about'
 
 
-def test_uncategorised_tools_join_every_category_and_all() -> None:  # UF-18
+def test_uncategorised_tools_join_every_category_and_all() -> None:
     facade = UnfoldingTool.from_instance(MixedCategoryTools())
     assert list(facade.categories or {}) == ['read', 'write', 'all']
     assert names(facade.select_tools('{"category":"all"}')) == ['read_it', 'write_it', 'describe']
     assert names(facade.select_tools('{"category":"read"}')) == ['read_it', 'describe']
     assert names(facade.select_tools('{"category":"write"}')) == ['write_it', 'describe']
-    # UF-20: the fallback has every tool once, in first-seen order
+    # the fallback has every tool once, in first-seen order
     assert names(facade.select_tools('{"category":"nope"}')) == ['read_it', 'describe', 'write_it']
 
 
-def test_no_categories_gives_a_plain_facade() -> None:  # UF-19
+def test_no_categories_gives_a_plain_facade() -> None:
     @unfolding_tools(name='db', description='Database.', child_tool_usage_notes='Query first.')
     class DatabaseTools:
         @tool
@@ -343,7 +349,7 @@ def test_no_categories_gives_a_plain_facade() -> None:  # UF-19
     assert facade.call_sync('{}').output == PREAMBLE.format('query, insert') + '\n\nQuery first.'
 
 
-def test_all_exists_only_with_uncategorised_tools() -> None:  # UF-20
+def test_all_exists_only_with_uncategorised_tools() -> None:
     @unfolding_tools(name='files', description='Files.', category_parameter='kind')
     class FileTools:
         @tool(category='read')
@@ -362,7 +368,7 @@ def test_all_exists_only_with_uncategorised_tools() -> None:  # UF-20
     assert names(facade.select_tools('{"kind":"all"}')) == ['read_file', 'write_file']
 
 
-def test_introspection_errors() -> None:  # UF-21
+def test_introspection_errors() -> None:
     class Plain:
         @tool
         def a(self) -> str:
@@ -393,7 +399,7 @@ def test_decorator_checks_its_arguments() -> None:
         unfolding_tools(name='ok', description=None)  # type: ignore[arg-type]
 
 
-def test_tools_from_instance_is_one_facade_or_the_methods() -> None:  # UF-22
+def test_tools_from_instance_is_one_facade_or_the_methods() -> None:
     [facade] = tools_from_instance(MixedCategoryTools())
     assert isinstance(facade, UnfoldingTool) and facade.name == 'mixed'
 
@@ -411,6 +417,27 @@ def test_tools_from_instance_is_one_facade_or_the_methods() -> None:  # UF-22
     assert names(tools_from_instance(Plain())) == ['a', 'b']
     with pytest.raises(UserError):
         tools_from_instance(object())
+
+
+def test_every_way_of_listing_an_objects_tools_gives_the_facade_of_an_unfolding_class() -> None:
+    from toolweave import SimpleAgenticTool, Toolset, tools_from, tools_from_safely
+
+    instance = MixedCategoryTools()
+    for found in (tools_from(instance), tools_from_safely(instance), Toolset([instance]).tools,
+                  SimpleAgenticTool('s', 'd').with_tool_object(instance).tools):
+        assert [type(t) for t in found] == [UnfoldingTool] and found[0].name == 'mixed'
+
+    class Subclass(MixedCategoryTools):  # not decorated itself: it stands for its methods
+        pass
+
+    assert names(tools_from_safely(Subclass())) == ['read_it', 'write_it', 'describe']
+
+
+def test_with_tool_object_nests_the_facade_of_an_unfolding_class() -> None:
+    outer = UnfoldingTool.of('outer', 'Outer.', [FakeTool('a')]).with_tool_object(MixedCategoryTools())
+    assert names(outer.inner_tools) == ['a', 'mixed'] and isinstance(outer.inner_tools[1], UnfoldingTool)
+    with pytest.raises(UserError, match='neither a Tool nor has @tool'):
+        outer.with_tool_object(object())
 
 
 @unfolding_tools(name='admin_operations', description='Administrative operations.')
@@ -442,7 +469,7 @@ class AdminTools:
             return 'Backed up'
 
 
-def test_nested_classes_become_nested_facades() -> None:  # UF-26
+def test_nested_classes_become_nested_facades() -> None:
     admin = UnfoldingTool.from_instance(AdminTools())
     assert names(admin.inner_tools) == ['getStatus', 'user_management', 'system_config']
     users = admin.inner_tools[1]
@@ -471,7 +498,7 @@ def test_nested_class_that_needs_arguments_is_an_error() -> None:
 # --- shortcut dispatch -------------------------------------------------------------------------------------
 
 
-async def test_shortcut_calls_the_inner_tool() -> None:  # UF-27
+async def test_shortcut_calls_the_inner_tool() -> None:
     received: list[Any] = []
 
     def record(args: dict[str, Any]) -> str:
@@ -485,7 +512,7 @@ async def test_shortcut_calls_the_inner_tool() -> None:  # UF-27
     assert not isinstance(result.value, UnfoldingSelection)
 
 
-async def test_shortcut_passes_scalars_json_encoded() -> None:  # UF-27
+async def test_shortcut_passes_scalars_json_encoded() -> None:
     class Recorder(Tool):
         def __init__(self) -> None:
             self.arguments: list[Any] = []
@@ -507,20 +534,20 @@ async def test_shortcut_passes_scalars_json_encoded() -> None:  # UF-27
 
 
 @pytest.mark.parametrize('raw', ['', '{}', '{not json', '["create_task"]', '{"other":{}}', '"create_task"'])
-async def test_no_shortcut_means_a_normal_unfold(raw: str) -> None:  # UF-28
+async def test_no_shortcut_means_a_normal_unfold(raw: str) -> None:
     create = FakeTool('create_task')
     facade = UnfoldingTool.of('tasks', 'Tasks.', [create])
     result = await facade.call(raw)
     assert result.output == PREAMBLE.format('create_task') and create.call_count == 0
 
 
-async def test_no_shortcut_with_no_inner_tools() -> None:  # UF-28
+async def test_no_shortcut_with_no_inner_tools() -> None:
     facade = UnfoldingTool.of('tasks', 'Tasks.', [])
     result = await facade.call('{"create_task":{}}')
     assert result.ok and 'no tools' in result.output
 
 
-async def test_shortcut_picks_the_first_key_across_all_categories() -> None:  # UF-29
+async def test_shortcut_picks_the_first_key_across_all_categories() -> None:
     facade, query, insert, delete = by_category()
     result = await facade.call('{"category":"read","delete":{"id":1},"insert":{}}')
     assert result.ok and delete.call_count == 1 and insert.call_count == 0  # `delete` is not in "read"
@@ -542,7 +569,7 @@ async def test_shortcut_never_targets_a_nested_facade() -> None:
 # --- the strategy, evaluated directly ----------------------------------------------------------------------
 
 
-async def test_strategy_replaces_the_facade_and_keeps_siblings() -> None:  # UF-5, UF-13
+async def test_strategy_replaces_the_facade_and_keeps_siblings() -> None:
     a, b, sibling = FakeTool('a'), FakeTool('b'), FakeTool('sibling')
     facade = UnfoldingTool.of('group', 'Group.', [a, b])
     injection = await unfold(facade, '{}', [facade, sibling])
@@ -552,26 +579,26 @@ async def test_strategy_replaces_the_facade_and_keeps_siblings() -> None:  # UF-
     assert injection.add[0] is a and injection.add[1] is b
 
 
-async def test_strategy_ignores_other_tools() -> None:  # UF-10
+async def test_strategy_ignores_other_tools() -> None:
     plain = FakeTool('plain')
     assert await unfold(plain, '{}', [plain]) is None
 
 
-async def test_empty_selection_changes_nothing() -> None:  # UF-9
+async def test_empty_selection_changes_nothing() -> None:
     facade = UnfoldingTool.selectable('g', 'G.', [FakeTool('a')], None, lambda raw: [])
     result = await facade.call('{}')
     assert result.ok and 'no tools' in result.output
     assert await unfold(facade, '{}', [facade]) is None
 
 
-async def test_wrapped_facade_is_recognised_and_the_wrapper_removed() -> None:  # UF-11
+async def test_wrapped_facade_is_recognised_and_the_wrapper_removed() -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')])
     wrapped = with_note(with_note(facade, 'first'), 'second')
     injection = await unfold(wrapped, '{}', [wrapped])
     assert injection is not None and injection.remove == ('group',) and names(injection.add)[0] == 'a'
 
 
-async def test_exclusive_removes_everything_and_adds_only_inner() -> None:  # UF-12
+async def test_exclusive_removes_everything_and_adds_only_inner() -> None:
     inner, sibling = FakeTool('inner'), FakeTool('sibling')
     facade = UnfoldingTool.of('exclusive_tool', 'Exclusive.', [inner], exclusive=True)
     injection = await unfold(facade, '{}', [facade, sibling])
@@ -579,7 +606,7 @@ async def test_exclusive_removes_everything_and_adds_only_inner() -> None:  # UF
     assert set(injection.remove) == {'exclusive_tool', 'sibling'} and injection.add == (inner,)
 
 
-async def test_facade_no_longer_in_the_set_does_not_unfold_twice() -> None:  # UF-6
+async def test_facade_no_longer_in_the_set_does_not_unfold_twice() -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')])
     assert await unfold(facade, '{}', [FakeTool('group')]) is None
 
@@ -590,13 +617,13 @@ async def test_refused_or_failed_facade_call_does_not_unfold() -> None:
     assert UnfoldingInjectionStrategy().evaluate(outcome(facade, '{}', refused, [facade])) is None
 
 
-async def test_shortcut_call_still_unfolds() -> None:  # UF-27 in the loop
+async def test_shortcut_call_still_unfolds() -> None:  # in the loop
     facade = UnfoldingTool.of('tasks', 'Tasks.', [FakeTool('create_task'), FakeTool('list_tasks')])
     injection = await unfold(facade, '{"create_task":{}}', [facade])
     assert injection is not None and names(injection.add)[:2] == ['create_task', 'list_tasks']
 
 
-async def test_guide_lists_tools_and_never_unfolds() -> None:  # UF-6, D10
+async def test_guide_lists_tools_and_never_unfolds() -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a'), FakeTool('b')])
     injection = await unfold(facade, '{}', [facade])
     assert injection is not None
@@ -614,7 +641,7 @@ async def test_guide_forwards_a_shortcut() -> None:
     assert (await guide.call('{"a":{}}')).output == 'from a'
 
 
-async def test_context_tool_format() -> None:  # UF-7
+async def test_context_tool_format() -> None:
     a = FakeTool('vector_search', description='Semantic search')
     b = FakeTool('text_search', description='Exact search')
     facade = UnfoldingTool.of('spotify_search', 'Search Spotify', [a, b], child_tool_usage_notes='Try vector first.')
@@ -628,7 +655,7 @@ async def test_context_tool_format() -> None:  # UF-7
     assert a.description == 'Semantic search'  # children are unchanged
 
 
-async def test_context_tool_without_notes() -> None:  # UF-7
+async def test_context_tool_without_notes() -> None:
     facade = UnfoldingTool.of('g', 'Group', [FakeTool('a', description='Does a')], child_tool_usage_notes='  ')
     injection = await unfold(facade, '{}', [facade])
     assert injection is not None
@@ -637,7 +664,7 @@ async def test_context_tool_without_notes() -> None:  # UF-7
     assert (await context.call(None)).output == 'Tools for Group:\n- a: Does a'
 
 
-def test_context_name_stays_within_the_name_rule() -> None:  # D1
+def test_context_name_stays_within_the_name_rule() -> None:
     long_name = 'x' * 64
     context = UnfoldingContextTool(long_name, 'Long.', [FakeTool('a')], None)
     assert len(context.name) == 64 and context.name.endswith('_context')
@@ -660,23 +687,6 @@ def test_facade_repr_and_metadata() -> None:
     facade = UnfoldingTool.of('group', 'Group.', [FakeTool('a')])
     assert repr(facade) == "UnfoldingTool(name='group', inner_tools=['a'])"
     assert facade.definition.metadata == ToolMetadata()
-
-
-@pytest.mark.parametrize('module', ['toolweave.progressive._unfolding', 'toolweave.progressive._introspect'])
-def test_docstring_examples_run_and_print_what_they_show(module: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib
-    import inspect
-    import re
-    import textwrap
-
-    source = inspect.getsource(importlib.import_module(module))
-    blocks = re.findall(r'```python\n(.*?)```', source, re.S)
-    assert blocks
-    for block in blocks:
-        code = textwrap.dedent(block)
-        exec(compile(code, f'<{module} example>', 'exec'), {'__name__': 'example'})
-        shown = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
-        assert capsys.readouterr().out.splitlines() == shown, code
 
 
 def test_public_classes_show_the_public_module() -> None:

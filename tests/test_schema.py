@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
-import inspect
-import io
-import re
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
 
-import toolweave
 from toolweave import ToolCallContext, UserError, tool
-from toolweave.tools import _function, _programmatic, _schema, _text
+from toolweave.tools import _schema
 from toolweave.tools._schema import clean_schema, parse_docstring
 
 
@@ -224,34 +218,3 @@ def test_schema_errors_list_every_problem_once() -> None:
 # --- docstring examples of this part's public entry points run and print what they show ---
 
 
-def _examples(module: ModuleType) -> Iterator[tuple[str, str]]:
-    objects: list[Any] = [module]
-    for name in module.__all__:
-        obj = getattr(module, name)
-        objects.append(obj)
-        if inspect.isclass(obj):
-            objects.extend(member for member in vars(obj).values() if inspect.isfunction(member)
-                           or isinstance(member, classmethod | staticmethod | property))
-    for obj in objects:
-        target = obj.__func__ if isinstance(obj, classmethod | staticmethod) else obj
-        doc = inspect.getdoc(target) if not isinstance(target, property) else target.__doc__
-        for index, block in enumerate(re.findall(r'```python\n(.*?)```', inspect.cleandoc(doc or ''), re.DOTALL)):
-            yield f'{module.__name__}.{getattr(target, "__qualname__", "module")}[{index}]', block
-
-
-EXAMPLES = [example for module in (_schema, _function, _programmatic, _text) for example in _examples(module)]
-
-
-@pytest.mark.parametrize(('where', 'code'), EXAMPLES, ids=[where for where, _ in EXAMPLES])
-def test_docstring_examples(where: str, code: str) -> None:
-    expected = '\n'.join(line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> '))
-    namespace: dict[str, Any] = {**vars(toolweave), **vars(_schema), **vars(_function), **vars(_programmatic),
-                                 **vars(_text), '__name__': 'docstring_example'}
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, where, 'exec'), namespace)
-    assert out.getvalue().strip() == expected
-
-
-def test_there_are_examples() -> None:
-    assert len(EXAMPLES) >= 8

@@ -1,5 +1,5 @@
 """StateMachineTool: construction, state-bound and global tools, transitions, descriptions, errors, prompts and
-per-invocation state (SM-1..SM-14)."""
+per-invocation state."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ t1, t2, t3, start, finish, status, help_tool = (make(n) for n in ('t1', 't2', 't
 # --- construction ----------------------------------------------------------------------------------------------
 
 
-def test_construction_and_starting_in_copies() -> None:  # SM-1
+def test_construction_and_starting_in_copies() -> None:
     machine = StateMachineTool('flow', 'A flow', Phase)
     assert machine.name == 'flow' and machine.state_type is Phase and machine.initial_state is None
     initial = machine.with_initial_state(Phase.INITIAL)
@@ -85,7 +85,7 @@ def test_construction_and_starting_in_copies() -> None:  # SM-1
     assert isinstance(resumed, StateMachineTool)
 
 
-def test_registration_counts_and_transitions() -> None:  # SM-2
+def test_registration_counts_and_transitions() -> None:
     machine = (StateMachineTool('flow', 'A flow', Phase)
                .in_state(Phase.INITIAL).with_tool(t1).with_tool(t2).with_tool(t3).transitions_to(Phase.PROCESSING)
                .in_state(Phase.PROCESSING).with_tool(finish).build())
@@ -128,7 +128,7 @@ def machine_for(inner: ScriptedModel) -> StateMachineTool[Phase]:
             .with_global_tools(status))
 
 
-async def test_wrong_state_is_refused_without_running() -> None:  # SM-3
+async def test_wrong_state_is_refused_without_running() -> None:
     inner = ScriptedModel([call('finish'), call('t1'), 'done'])
     await run_inside(machine_for(inner))
     assert tool_outputs(inner) == [
@@ -138,19 +138,19 @@ async def test_wrong_state_is_refused_without_running() -> None:  # SM-3
     assert ran == ['t1']
 
 
-async def test_transition_and_refusal_the_other_way() -> None:  # SM-3, SM-4, SM-6
+async def test_transition_and_refusal_the_other_way() -> None:
     inner = ScriptedModel([call('t1'), call('t1'), call('start'), call('t1'), call('finish'), call('finish'), 'ok'])
     result, _ = await run_inside(machine_for(inner))
     assert tool_outputs(inner) == [
-        't1 ok', 't1 ok',  # SM-6: no transition configured, the state stays put
-        'start ok',  # SM-4: moves to PROCESSING
+        't1 ok', 't1 ok',  # no transition configured, the state stays put
+        'start ok',  # moves to PROCESSING
         'This tool is not available in the current state (PROCESSING). It is only available in state: INITIAL',
         'finish ok', 'finish ok',
     ]
     assert result.ok and result.output == 'ok'
 
 
-async def test_an_error_result_does_not_transition() -> None:  # SM-5
+async def test_an_error_result_does_not_transition() -> None:
     broken_start = make('start', fail=True)
     inner = ScriptedModel([call('start'), call('t1'), 'done'])
     machine = (StateMachineTool('flow', 'A flow', Phase, model=inner).with_initial_state(Phase.INITIAL)
@@ -159,7 +159,7 @@ async def test_an_error_result_does_not_transition() -> None:  # SM-5
     assert tool_outputs(inner) == ['Error: start failed', 't1 ok']
 
 
-async def test_descriptions_say_where_tools_work() -> None:  # SM-7, SM-8
+async def test_descriptions_say_where_tools_work() -> None:
     inner = ScriptedModel(['nothing to do'])
     await run_inside(machine_for(inner))
     descriptions = {t.name: t.description for t in inner.requests[0].tools}
@@ -172,26 +172,26 @@ async def test_descriptions_say_where_tools_work() -> None:  # SM-7, SM-8
     assert t1.description == 'T1 it.'
 
 
-async def test_global_tools_work_everywhere_and_never_transition() -> None:  # SM-8
+async def test_global_tools_work_everywhere_and_never_transition() -> None:
     inner = ScriptedModel([call('status'), call('start'), call('status'), call('finish'), 'done'])
     await run_inside(machine_for(inner))
     assert tool_outputs(inner) == ['status ok', 'start ok', 'status ok', 'finish ok']
 
 
-async def test_error_order() -> None:  # SM-9, SM-10, SM-11
+async def test_error_order() -> None:
     no_initial = StateMachineTool('f', 'd', Phase).in_state(Phase.INITIAL).with_tool(t1).build()
     assert (await no_initial.call('{}')).error == 'No initial state configured for StateMachineTool'
     assert (await StateMachineTool('f', 'd', Phase).call('{}')).error == (
-        'No initial state configured for StateMachineTool')  # SM-9 comes before everything
+        'No initial state configured for StateMachineTool')  # comes before everything
     with_initial = no_initial.with_initial_state(Phase.INITIAL)
     assert (await with_initial.call('{}')).error == 'No AgentProcess context available'
     empty = StateMachineTool('f', 'd', Phase, initial_state=Phase.INITIAL, model=ScriptedModel([]))
-    assert (await empty.call('{}')).error == 'No AgentProcess context available'  # SM-10 before SM-11
+    assert (await empty.call('{}')).error == 'No AgentProcess context available'  # checked before the tools
     result, _ = await run_inside(empty)
     assert result.error == 'No tools registered for StateMachineTool'
 
 
-async def test_order_example_from_the_doc() -> None:  # SM-12
+async def test_order_example_from_the_doc() -> None:
     add_item, confirm, ship, deliver, review, help_ = (make(n) for n in ('add_item', 'confirm', 'ship', 'deliver',
                                                                          'review', 'help'))
     inner = ScriptedModel([call('ship'), call('help'), call('add_item'), call('confirm'), call('review'),
@@ -213,7 +213,7 @@ async def test_order_example_from_the_doc() -> None:  # SM-12
     assert result.output == 'delivered'
 
 
-async def test_state_is_per_invocation() -> None:  # SM-13
+async def test_state_is_per_invocation() -> None:
     inner = ScriptedModel([call('start'), 'first', call('finish'), 'second'])
     machine = machine_for(inner)
     outer = ScriptedModel([call('flow'), call('flow'), 'done'])
@@ -225,7 +225,7 @@ async def test_state_is_per_invocation() -> None:  # SM-13
     assert tool_outputs(resumed) == ['finish ok']
 
 
-async def test_result_is_plain_text_and_tool_objects_are_global() -> None:  # SM-14
+async def test_result_is_plain_text_and_tool_objects_are_global() -> None:
     class Lookup:
         @tool
         def lookup(self) -> dict[str, int]:

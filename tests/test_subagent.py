@@ -150,3 +150,83 @@ async def test_an_agent_calling_itself_stops_at_the_nesting_limit() -> None:
     assert model.call_count == 2 * 9  # the top run and 8 nested levels, each: call, then answer
     deepest = [m for m in model.requests[9].messages if isinstance(m, ToolMessage)]
     assert deepest and 'nested more than 8 levels' in deepest[0].content
+
+
+# --- one budget for the whole tree of runs -------------------------------------------------------------------
+
+
+def self_planner(breadth: int) -> FunctionModel:
+    """A model that answers every new task with a plan calling the agent itself `breadth` times."""
+
+    def reply(messages: list[Any], tools: list[Any]) -> Any:
+        if not isinstance(messages[-1], UserMessage):
+            return 'done'
+        steps = [{'id': f's{i}', 'tool': 'myself', 'arguments': '{"prompt": "again"}'} for i in range(breadth)]
+        return {'tool': 'execute_tool_plan', 'arguments': {'steps': steps, 'output_steps': None}}
+
+    return FunctionModel(reply)
+
+
+async def test_a_budget_bounds_every_model_request_of_the_tree_of_sub_agents() -> None:
+    from toolweave import Toolset, UsageLimitExceeded
+
+    model = self_planner(2)
+    tools = Toolset()
+    agent = Agent(model, tools=tools, tool_planning=True, name='myself',
+                  budget=Budget(max_llm_calls=20, max_tool_calls=20))
+    tools.add(agent.as_tool())
+    with pytest.raises(UsageLimitExceeded):
+        await agent.run('go')
+    assert model.call_count <= 20
+
+
+async def test_concurrent_plan_steps_never_run_past_the_tool_call_budget() -> None:
+    from toolweave import UsageLimitExceeded
+
+    probe = FakeTool('probe', delay=0.01)
+    steps = [{'id': f's{i}', 'tool': 'probe', 'arguments': '{}'} for i in range(30)]
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': {'steps': steps, 'output_steps': None}},
+                           call('probe'), 'never'])
+    agent = Agent(model, tools=[probe], tool_planning=True, budget=Budget(max_tool_calls=10))
+    with pytest.raises(UsageLimitExceeded, match='max_tool_calls=10'):
+        await agent.run('go')
+    assert probe.call_count == 10
+
+
+async def test_an_agent_run_started_by_a_tool_is_part_of_the_callers_run_and_budget() -> None:
+    from toolweave import UsageLimitExceeded, current_process
+
+    helper = Agent(ScriptedModel(['one', 'two', 'three']), name='helper')
+    seen: list[str] = []
+
+    @tool
+    async def ask_helper(question: str) -> str:
+        """Ask the helper agent."""
+        result = await helper.run(question, objects={'question': question})
+        parent = current_process()
+        assert parent is not None and result.process.parent is parent
+        seen.append(str(result.process.blackboard.get('question')))
+        return result.output
+
+    model = ScriptedModel([call('ask_helper', {'question': 'q1'}), call('ask_helper', {'question': 'q2'}), 'never'])
+    agent = Agent(model, tools=[ask_helper], budget=Budget(max_llm_calls=3))
+    with pytest.raises(UsageLimitExceeded, match='max_llm_calls=3') as caught:
+        await agent.run('go')
+    assert seen == ['q1']  # the second helper run found the budget used up: 2 of ours + 1 of the first helper's
+    process = caught.value.process
+    assert isinstance(process, toolweave.AgentProcess) and process.usage.llm_calls == 3
+    failure = process.history[1].result.error or ''
+    assert "the budget of agent 'agent', 1 level(s) up" in failure
+    # a nested run publishes its blackboard to the caller's when it ends, whatever its outcome: the last was q2
+    assert process.blackboard.get('question') == 'q2'
+
+
+async def test_a_parents_token_budget_bounds_its_sub_agents() -> None:
+    from toolweave import UsageLimitExceeded
+
+    child = Agent(ScriptedModel(['a long answer ' * 40, 'again']), name='child')
+    parent = Agent(ScriptedModel([call('child', {'prompt': 'talk'}), call('child', {'prompt': 'more'}), 'never']),
+                   tools=[child.as_tool()], budget=Budget(max_tokens=150))
+    with pytest.raises(UsageLimitExceeded, match='Token budget exhausted'):
+        await parent.run('go')
+    assert child.model.call_count == 1  # type: ignore[attr-defined]

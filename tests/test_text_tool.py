@@ -1,4 +1,4 @@
-"""`TextTool`: the single-string tool and its argument rules (spec §9 AD-1..AD-13, AD-22; CX-14)."""
+"""`TextTool`: the single-string tool, its argument rules and its context."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class Raising(TextTool):
         raise self.exc
 
 
-def test_result_factories() -> None:  # AD-1, AD-2
+def test_result_factories() -> None:
     assert (ToolResult.success(None).output, ToolResult.success(None).ok, ToolResult.success(None).error) == (
         '', True, None)
     assert ToolResult.success('out', {'k': 1}).value == {'k': 1}
@@ -60,7 +60,7 @@ def test_result_factories() -> None:  # AD-1, AD-2
     assert ToolResult.failure(None).error == 'Tool execution failed with no message'
 
 
-def test_definition() -> None:  # AD-3
+def test_definition() -> None:
     tool = Recorder()
     assert (tool.name, tool.description) == ('recorder', 'Record every input and answer with a fixed result.')
     assert tool.definition.parameters == {
@@ -72,19 +72,19 @@ def test_definition() -> None:  # AD-3
     assert (named.name, named.description) == ('web_search', 'Search the web')
 
 
-async def test_unwraps_input() -> None:  # AD-4
+async def test_unwraps_input() -> None:
     tool = Recorder('results')
     result = await tool.call('{"input": "AI trends"}')
     assert tool.inputs == ['AI trends'] and result.output == 'results'
 
 
-async def test_success_and_failure_text() -> None:  # AD-5, AD-6
+async def test_success_and_failure_text() -> None:
     assert (await Recorder(ToolResult.success('42')).call('{"input": "x"}')).text == '42'
     assert (await Recorder(ToolResult.failure('Network timeout')).call('{"input": "x"}')).text == \
         'Error: Network timeout'
 
 
-async def test_exception_is_failure_logged_at_warning(caplog: pytest.LogCaptureFixture) -> None:  # AD-7, AD-22
+async def test_exception_is_failure_logged_at_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger='toolweave.tools'):
         result = await Raising(RuntimeError('Service unavailable')).call('{"input": "x"}')
     assert result.text == 'Error: Service unavailable'
@@ -93,7 +93,7 @@ async def test_exception_is_failure_logged_at_warning(caplog: pytest.LogCaptureF
     assert (stats.calls, stats.failures, stats.successes) == (1, 1, 0) and stats.total_seconds >= 0
 
 
-async def test_none_is_empty_success() -> None:  # AD-8, AD-22
+async def test_none_is_empty_success() -> None:
     result = await Recorder(None).call('{"input": "x"}')
     assert (result.ok, result.output, result.text) == (True, '', '')
     assert GLOBAL_METRICS.stats('recorder').successes == 1
@@ -102,11 +102,11 @@ async def test_none_is_empty_success() -> None:  # AD-8, AD-22
 @pytest.mark.parametrize(
     ('arguments', 'received'),
     [
-        ('not valid json', 'not valid json'),  # AD-9
-        ('{"query": "x"}', '{"query": "x"}'),  # AD-10: no input key -> the whole raw JSON
-        ('{"input": null}', '{"input": null}'),  # AD-10: null input -> the whole raw JSON
-        ('{"input": 42}', '42'),  # AD-10
-        ('{"input": {"a": 1}}', '{"a":1}'),  # AD-10 recommended: objects as JSON, not a map's toString
+        ('not valid json', 'not valid json'),
+        ('{"query": "x"}', '{"query": "x"}'),  # no input key -> the whole raw JSON
+        ('{"input": null}', '{"input": null}'),  # null input -> the whole raw JSON
+        ('{"input": 42}', '42'),
+        ('{"input": {"a": 1}}', '{"a":1}'),  # recommended: objects as JSON, not a map's toString
         ('{"input": [1, "b"]}', '[1,"b"]'),
         ('{"input": true}', 'true'),
         ('[1, 2]', '[1, 2]'),
@@ -131,12 +131,12 @@ async def test_huge_input_and_output() -> None:
 
 
 @pytest.mark.parametrize('signal', [ExitEarly('stop'), ToolConfigurationError('bad config')])
-async def test_signals_propagate(signal: Exception) -> None:  # AD-11, AD-12
+async def test_signals_propagate(signal: Exception) -> None:
     with pytest.raises(type(signal)):
         await Raising(signal).call('{"input": "x"}')
 
 
-async def test_approval_without_handler_is_a_configuration_error() -> None:  # AD-12
+async def test_approval_without_handler_is_a_configuration_error() -> None:
     tool = Recorder(requires_approval=True)
     with pytest.raises(ToolConfigurationError, match="Tool 'recorder' requires approval but no ReviewHandler"):
         await tool.call('{"input": "x"}')
@@ -148,13 +148,13 @@ class EditingReviewer:
         return ReviewDecision.edit('revised content')
 
 
-async def test_reviewer_edit_reaches_the_text_tool() -> None:  # AP-5 through the seam
+async def test_reviewer_edit_reaches_the_text_tool() -> None:  # through the seam
     tool = TextTool.from_function('editor', 'Edit', lambda text: f'edited: {text}', requires_approval=True)
     with use_review_handler(EditingReviewer()):
         assert (await tool.call('{"input": "original"}')).output == 'edited: revised content'
 
 
-async def test_exception_without_message() -> None:  # AD-13
+async def test_exception_without_message() -> None:
     assert (await Raising(RuntimeError()).call('{"input": "x"}')).text == \
         'Error: Tool execution failed with no message'
 
@@ -179,7 +179,7 @@ async def test_from_function_sync_runs_in_a_thread_async_does_not() -> None:
     assert (await TextTool.from_function('up2', 'Up', str.upper).call('{"input": "q"}')).output == 'Q'
 
 
-async def test_context_aware_function_and_subclass() -> None:  # CX-14
+async def test_context_aware_function_and_subclass() -> None:
     aware = TextTool.from_function('aware', 'Aware', lambda text, ctx: f'{text}@{ctx.get("tenant")}')
     assert (await aware.call('{"input": "x"}', {'tenant': 'acme'})).output == 'x@acme'
     assert (await aware.call('{"input": "x"}')).output == 'x@None'  # single-argument form: EMPTY
@@ -223,18 +223,18 @@ def test_metadata_flags() -> None:
 
 
 @given(st.text())
-def test_any_string_input_is_unwrapped_exactly(value: str) -> None:  # AD-4
+def test_any_string_input_is_unwrapped_exactly(value: str) -> None:
     assert text_input(json.dumps({'input': value})) == value
     assert text_input({'input': value}) == value
 
 
 @given(st.text().filter(lambda s: not _is_json(s)))
-def test_any_non_json_text_is_passed_raw(value: str) -> None:  # AD-9
+def test_any_non_json_text_is_passed_raw(value: str) -> None:
     assert text_input(value) == value
 
 
 @given(st.dictionaries(st.text().filter(lambda k: k != 'input'), st.integers() | st.text() | st.none()))
-def test_json_without_input_is_passed_whole(value: dict[str, object]) -> None:  # AD-10
+def test_json_without_input_is_passed_whole(value: dict[str, object]) -> None:
     raw = json.dumps(value)
     assert text_input(raw) == raw
 

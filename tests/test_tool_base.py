@@ -84,3 +84,56 @@ def test_bad_names_rejected_with_rule(name: str) -> None:
 @pytest.mark.parametrize('name', ['web_search', 'calc2', '_x', 'web-search', 'x' * 64])
 def test_good_names_accepted(name: str) -> None:
     assert ToolDefinition(name).name == name
+
+
+# --- the seam: one call per call, at the outermost layer ----------------------------------------------------------
+
+
+def test_a_tool_that_overrides_call_is_rejected_when_its_class_is_defined() -> None:
+    from toolweave import UserError
+
+    with pytest.raises(UserError, match='overrides `Tool.call`.*override `execute'):
+        class Sneaky(Tool):
+            @property
+            def definition(self) -> ToolDefinition:
+                return ToolDefinition('sneaky')
+
+            async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+                return ToolResult.success()
+
+            async def call(self, arguments: ToolArguments = None, context: object = None) -> ToolResult:  # type: ignore[misc]
+                return await self.execute(arguments, ToolCallContext.EMPTY)
+
+
+async def test_an_execute_that_returns_something_else_is_a_configuration_error() -> None:
+    class Sloppy(Tool):
+        @property
+        def definition(self) -> ToolDefinition:
+            return ToolDefinition('sloppy')
+
+        async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+            return 'done'  # type: ignore[return-value]
+
+    with pytest.raises(ToolConfigurationError, match=r'Sloppy.execute returned str .* must return a ToolResult'):
+        await Sloppy().call()
+
+
+async def test_layers_are_seen_through_and_a_call_is_recorded_once_under_the_outer_name() -> None:
+    from toolweave import AutoApproveHandler, DelegatingTool, requires_approval, use_metrics, use_review_handler
+    from toolweave.testing import FakeTool, RecordingReviewHandler
+
+    inner = requires_approval(FakeTool('delete', 'deleted'))
+    outer = DelegatingTool(inner).with_description('Deletes, carefully.')
+    assert [type(layer).__name__ for layer in outer.layers()] == [
+        '_RedefinedTool', 'DelegatingTool', 'ApprovalRequiredTool', 'FakeTool']
+    assert outer.layer(FakeTool) is inner.layer(FakeTool) and outer.layer(ExitEarly) is None
+    assert outer.requires_approval and not FakeTool('plain').requires_approval
+    reviewer = RecordingReviewHandler()
+    with use_metrics() as metrics, use_review_handler(reviewer):
+        assert (await outer.call('{}')).output == 'deleted'
+    assert len(reviewer.requests) == 1 and metrics.snapshot().keys() == {'delete'}
+    assert metrics.stats('delete').calls == 1
+    with pytest.raises(ToolConfigurationError, match="Tool 'delete' requires approval"):
+        await DelegatingTool(inner).call('{}')  # a plain wrapper cannot hide the gate
+    with use_review_handler(AutoApproveHandler()):
+        assert (await DelegatingTool(inner).call('{}')).ok

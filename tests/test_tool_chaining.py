@@ -1,4 +1,4 @@
-"""Tool chaining: domain tool sources, last wins, predicates, auto-discovery and loop injection (TC-1..TC-12)."""
+"""Tool chaining: domain tool sources, last wins, predicates, auto-discovery, loop injection and approval."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def placeholders(tracker: DomainToolTracker) -> dict[str, Any]:
 # --- the tracker -----------------------------------------------------------------------------------------------
 
 
-def test_registering_a_type_declares_placeholders_at_once() -> None:  # TC-1
+def test_registering_a_type_declares_placeholders_at_once() -> None:
     tools = DomainToolTracker([DomainToolSource(User)]).placeholders()
     assert [t.name for t in tools] == ['get_profile', 'update_settings']
     note = '\n\nNote: This tool requires a User instance to be retrieved first.'
@@ -95,13 +95,13 @@ def test_registering_a_type_declares_placeholders_at_once() -> None:  # TC-1
     assert tools[1].definition.parameters['required'] == ['settings']
 
 
-async def test_placeholder_before_binding_says_what_to_retrieve() -> None:  # TC-2
+async def test_placeholder_before_binding_says_what_to_retrieve() -> None:
     profile = placeholders(DomainToolTracker([DomainToolSource(User)]))['get_profile']
     result = await profile.call('{}')
     assert result.ok and result.output == NOT_YET
 
 
-async def test_binding_then_last_wins() -> None:  # TC-3, TC-4
+async def test_binding_then_last_wins() -> None:
     tracker = DomainToolTracker([DomainToolSource(User)])
     tools = placeholders(tracker)
     assert tracker.offer(User('Alice')) is True
@@ -121,7 +121,7 @@ async def test_bound_placeholder_validates_arguments_like_the_method() -> None:
     assert not malformed.ok and 'Invalid JSON' in (malformed.error or '')
 
 
-def test_predicate_rejection_keeps_the_existing_binding() -> None:  # TC-5
+def test_predicate_rejection_keeps_the_existing_binding() -> None:
     seen: list[tuple[str, object]] = []
 
     def admins_only(user: User, process: AgentProcess | None) -> bool:
@@ -138,7 +138,7 @@ def test_predicate_rejection_keeps_the_existing_binding() -> None:  # TC-5
     assert [name for name, _ in seen] == ['a1', 'r', 'a2']
 
 
-def test_unregistered_types_are_ignored_and_subtypes_bind_under_the_supertype() -> None:  # TC-6
+def test_unregistered_types_are_ignored_and_subtypes_bind_under_the_supertype() -> None:
     tracker = DomainToolTracker([DomainToolSource(User)])
     assert tracker.offer(Order(1)) is False
     assert tracker.offer('a string') is False and tracker.offer(None) is False
@@ -147,14 +147,14 @@ def test_unregistered_types_are_ignored_and_subtypes_bind_under_the_supertype() 
     assert tracker.bound(User) is admin
 
 
-def test_the_tracker_never_binds_collections() -> None:  # TC-7
+def test_the_tracker_never_binds_collections() -> None:
     tracker = DomainToolTracker([DomainToolSource(User)])
     for collection in ([User('a')], (User('b'),), {User('c')}, frozenset({User('d')})):
         assert tracker.offer(collection) is False
     assert tracker.bound(User) is None
 
 
-def test_auto_discovery_replaces_every_earlier_binding() -> None:  # TC-8
+def test_auto_discovery_replaces_every_earlier_binding() -> None:
     tracker = DomainToolTracker([DomainToolSource(User)], auto_discovery=True)
     alice = User('Alice')
     assert tracker.offer(alice) is True and tracker.bound(User) is alice  # a registered type binds as registered
@@ -168,7 +168,7 @@ def test_auto_discovery_replaces_every_earlier_binding() -> None:  # TC-8
     assert tracker.current is order
 
 
-def test_auto_discovery_of_unregistered_objects() -> None:  # TC-8
+def test_auto_discovery_of_unregistered_objects() -> None:
     tracker = DomainToolTracker(auto_discovery=True)
     first = User('Alice')
     tracker.offer(first)
@@ -178,7 +178,7 @@ def test_auto_discovery_of_unregistered_objects() -> None:  # TC-8
     assert [t.name for t in tracker.drain() or []] == ['cancel']
 
 
-async def test_strategy_drains_once_and_swaps_the_previous_tools() -> None:  # TC-9
+async def test_strategy_drains_once_and_swaps_the_previous_tools() -> None:
     tracker = DomainToolTracker(auto_discovery=True)
     strategy = ToolChainingInjectionStrategy(tracker)
     process = AgentProcess()
@@ -197,7 +197,7 @@ async def test_strategy_drains_once_and_swaps_the_previous_tools() -> None:  # T
     assert (await second.add[0].call('{}')).output == 'Order 3 cancelled'
 
 
-def test_registered_mode_does_not_buffer() -> None:  # TC-9
+def test_registered_mode_does_not_buffer() -> None:
     tracker = DomainToolTracker([DomainToolSource(User)])
     strategy = ToolChainingInjectionStrategy(tracker)
     tracker.offer(User('Alice'))
@@ -217,8 +217,20 @@ def test_strategy_can_offer_results_itself() -> None:  # plain-agent chaining
     assert injection is not None and [t.name for t in injection.add] == ['cancel']
     listed = ToolCallOutcome(tool=_any_tool(), arguments='{}', result=ToolResult.success('[..]', [Order(1), User('x')]),
                              current_tools=(), process=AgentProcess())
-    last = strategy.evaluate(listed)
-    assert last is not None and [t.name for t in last.add] == ['get_profile', 'update_settings']
+    last = strategy.evaluate(listed)  # both objects were discovered before this drain: their tools add up
+    assert last is not None and last.remove == ('cancel',)
+    assert [t.name for t in last.add] == ['cancel', 'get_profile', 'update_settings']
+    assert strategy.evaluate(listed) is not None  # offered again: a new discovery
+
+
+def test_objects_discovered_before_a_drain_all_contribute_their_tools() -> None:
+    tracker = DomainToolTracker(auto_discovery=True)
+    tracker.offer(Order(1))
+    tracker.offer(User('ada'))
+    tracker.offer(Order(2))  # the same names again: the latest object's tools win
+    pending = tracker.drain()
+    assert pending is not None and [t.name for t in pending] == ['cancel', 'get_profile', 'update_settings']
+    assert pending[0].call_sync('{}').output == 'Order 2 cancelled' and tracker.drain() is None
 
 
 def _any_tool() -> Any:
@@ -233,8 +245,6 @@ def _any_tool() -> Any:
 def test_bad_sources_fail_at_build_time() -> None:
     with pytest.raises(UserError, match='needs a class'):
         DomainToolSource(User('x'))  # type: ignore[arg-type]
-    with pytest.raises(UserError, match='no `@tool` methods'):
-        DomainToolSource(Plain)
     with pytest.raises(UserError, match='predicate'):
         DomainToolSource(User, 'admins')  # type: ignore[arg-type]
     with pytest.raises(UserError, match='DomainToolSource'):
@@ -243,7 +253,7 @@ def test_bad_sources_fail_at_build_time() -> None:
         ToolChainingInjectionStrategy(object())  # type: ignore[arg-type]
 
 
-def test_chaining_registration_on_agentic_tools() -> None:  # TC-10
+def test_chaining_registration_on_agentic_tools() -> None:
     base = SimpleAgenticTool('users', 'Manage users')
     two = base.with_tool_chaining_from(User).with_tool_chaining_from(Order)
     assert [s.type for s in two.domain_tool_sources] == [User, Order]
@@ -251,8 +261,14 @@ def test_chaining_registration_on_agentic_tools() -> None:  # TC-10
     both = two.with_tool_chaining_from_any()
     assert both.auto_discovery and len(both.domain_tool_sources) == 2
     assert PlaybookTool('p', 'd').with_tool_chaining_from_any().auto_discovery
-    with pytest.raises(UserError, match='no `@tool` methods'):
-        base.with_tool_chaining_from(Plain)
+    assert len(base.with_tool_chaining_from(Plain).domain_tool_sources) == 1
+
+
+def test_a_class_without_tool_methods_registers_and_declares_no_placeholders() -> None:
+    tracker = DomainToolTracker([DomainToolSource(Plain), DomainToolSource(User)])
+    assert DomainToolSource(Plain).tool_names == ()
+    assert [t.name for t in tracker.placeholders()] == ['get_profile', 'update_settings']
+    assert tracker.offer(Plain()) and tracker.bound(Plain) is not None
 
 
 # --- inside agentic tools ------------------------------------------------------------------------------------
@@ -276,7 +292,7 @@ def get_order(number: int) -> Order:
     return Order(number)
 
 
-async def test_simple_agentic_tool_binds_returned_users() -> None:  # TC-1..TC-4 end to end
+async def test_simple_agentic_tool_binds_returned_users() -> None:  # end to end
     inner = ScriptedModel([
         call('get_profile'),
         call('get_user', {'name': 'Alice'}),
@@ -293,10 +309,10 @@ async def test_simple_agentic_tool_binds_returned_users() -> None:  # TC-1..TC-4
     assert outputs[4] == 'Settings updated for Bob: dark'
     assert [t.name for t in inner.requests[0].tools] == ['get_user', 'get_profile', 'update_settings']
     assert result.ok and result.output == 'done'
-    assert isinstance(result.value, list) and [u.name for u in result.value] == ['Alice', 'Bob']  # PB-16
+    assert isinstance(result.value, list) and [u.name for u in result.value] == ['Alice', 'Bob']
 
 
-async def test_predicate_sees_the_inner_process() -> None:  # TC-5 end to end
+async def test_predicate_sees_the_inner_process() -> None:  # end to end
     processes: list[object] = []
 
     def admins(user: User, process: AgentProcess | None) -> bool:
@@ -325,7 +341,7 @@ async def test_raising_predicate_turns_the_call_into_a_failure() -> None:
     assert result.ok
 
 
-async def test_simple_and_playbook_bind_the_last_element_of_a_list() -> None:  # TC-7
+async def test_simple_and_playbook_bind_the_last_element_of_a_list() -> None:
     for cls in (SimpleAgenticTool, PlaybookTool):
         inner = ScriptedModel([call('list_users'), call('get_profile'), 'done'])
         agentic = cls('users', 'Manage', model=inner).with_tools(list_users).with_tool_chaining_from(User)
@@ -338,7 +354,7 @@ class Phase(Enum):
     TWO = 2
 
 
-async def test_state_machine_skips_collections_and_chained_tools_are_global() -> None:  # TC-7, TC-11
+async def test_state_machine_skips_collections_and_chained_tools_are_global() -> None:
     inner = ScriptedModel([call('list_users'), call('get_profile'), call('get_user', {'name': 'Carol'}),
                            call('go'), call('get_profile'), 'done'])
 
@@ -356,10 +372,10 @@ async def test_state_machine_skips_collections_and_chained_tools_are_global() ->
     assert outputs[4] == 'Profile for Carol'  # state TWO: the chained tool still works
     profile = next(t for t in inner.requests[0].tools if t.name == 'get_profile')
     assert '[Available' not in profile.description
-    assert result.ok and result.value is None  # SM-14: plain text
+    assert result.ok and result.value is None  # plain text
 
 
-async def test_playbook_chained_tools_ignore_unlock_conditions() -> None:  # TC-11
+async def test_playbook_chained_tools_ignore_unlock_conditions() -> None:
     inner = ScriptedModel([call('get_user', {'name': 'Ann'}), call('get_profile'), 'done'])
 
     @tool
@@ -373,7 +389,7 @@ async def test_playbook_chained_tools_ignore_unlock_conditions() -> None:  # TC-
     assert inner.last_messages[-1].content == 'Profile for Ann'
 
 
-async def test_auto_discovered_tools_are_injected_into_the_inner_loop() -> None:  # TC-8, TC-9 end to end
+async def test_auto_discovered_tools_are_injected_into_the_inner_loop() -> None:  # end to end
     inner = ScriptedModel([call('get_user', {'name': 'Alice'}), call('get_profile'), call('get_order', {'number': 9}),
                            call('cancel'), call('get_profile'), 'done'])
     explorer = SimpleAgenticTool('explorer', 'Explore', model=inner, tools=[get_user, get_order])
@@ -388,7 +404,7 @@ async def test_auto_discovered_tools_are_injected_into_the_inner_loop() -> None:
     assert result.ok
 
 
-async def test_no_static_tools_but_chaining_goes_on_to_the_process_check() -> None:  # TC-12
+async def test_no_static_tools_but_chaining_goes_on_to_the_process_check() -> None:
     for agentic in (SimpleAgenticTool('s', 'd').with_tool_chaining_from(User),
                     PlaybookTool('p', 'd').with_tool_chaining_from_any()):
         result = await agentic.call('{}')
@@ -397,7 +413,7 @@ async def test_no_static_tools_but_chaining_goes_on_to_the_process_check() -> No
     assert (await PlaybookTool('p', 'd').call('{}')).error == 'No tools available for PlaybookTool'
 
 
-async def test_chaining_only_agentic_tool_runs_inside_a_process() -> None:  # TC-12
+async def test_chaining_only_agentic_tool_runs_inside_a_process() -> None:
     def reply(messages: list[Any], tools: list[Any]) -> Any:
         return 'no tools needed' if messages[-1].role == 'user' else 'unexpected'
 
@@ -406,7 +422,7 @@ async def test_chaining_only_agentic_tool_runs_inside_a_process() -> None:  # TC
     assert result.ok and result.output == 'no tools needed'
 
 
-async def test_chaining_on_a_plain_agent_through_the_injection_hook() -> None:  # TC-3, TC-8, TC-9
+async def test_chaining_on_a_plain_agent_through_the_injection_hook() -> None:
     tracker = DomainToolTracker([DomainToolSource(User)], auto_discovery=True)
     model = ScriptedModel([call('get_user', {'name': 'Dana'}), call('get_profile'), call('get_order', {'number': 4}),
                            call('cancel'), 'done'])
@@ -428,3 +444,37 @@ async def test_a_sub_tool_clashing_with_a_chained_tool_is_a_configuration_error(
     clash = SimpleAgenticTool('u', 'd', model=ScriptedModel(['x']), tools=[get_profile]).with_tool_chaining_from(User)
     with pytest.raises(ToolConfigurationError, match="SimpleAgenticTool 'u': Duplicate tool name: 'get_profile'"):
         await run_inside(clash, {})
+
+
+# --- approval through chained tools --------------------------------------------------------------------------
+
+
+class PlainInfo:
+    @tool
+    def info(self) -> str:
+        """Show information."""
+        return 'info'
+
+
+class AdminInfo(PlainInfo):
+    @tool(requires_approval=True)
+    def info(self) -> str:
+        """Wipe everything."""
+        return 'WIPED'
+
+
+async def test_an_override_that_requires_approval_is_reviewed_through_its_placeholder() -> None:
+    from toolweave import ReviewDecision, use_review_handler
+    from toolweave.testing import RecordingReviewHandler
+
+    tracker = DomainToolTracker([DomainToolSource(PlainInfo)])
+    [placeholder] = tracker.placeholders()
+    tracker.offer(AdminInfo())
+    with pytest.raises(ToolConfigurationError, match='requires approval'):
+        await placeholder.call('{}')
+    reviewer = RecordingReviewHandler(ReviewDecision.reject())
+    with use_review_handler(reviewer):
+        result = await placeholder.call('{}')
+    assert not result.ok and [r.tool_name for r in reviewer.requests] == ['info']
+    tracker.offer(PlainInfo())
+    assert (await placeholder.call('{}')).output == 'info'  # the plain method needs no reviewer

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import anyio
 import pytest
@@ -276,3 +277,16 @@ def test_bad_construction(args: tuple[object, ...], kwargs: dict[str, object], m
 def test_loader_returning_a_non_list() -> None:
     with pytest.raises(UserError, match="Loader of tool group 'g' must return a list of tools, got int"):
         Toolset([ToolGroup('g', lambda: 42)]).names  # type: ignore[arg-type, return-value]  # noqa: B018
+
+
+def test_len_counts_loaded_tools_without_running_loaders() -> None:
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    async def web() -> list[Any]:
+        return [FakeTool('search')]
+
+    tools = Toolset([FakeTool('clock'), ToolGroup('web', web)])
+    assert len(tools) == 1 and bool(tools)
+    agent = Agent(ScriptedModel([]), tools=[ToolGroup('web', web)], tool_planning=True)
+    assert agent.tool_planning

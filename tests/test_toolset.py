@@ -1,5 +1,5 @@
-"""Toolset resolution (spec §9 AD-15..AD-21, preface D1): mixed items, name rules, duplicates, lookup, dispatch,
-filtered / prefixed / combined."""
+"""Toolset resolution: mixed items, name rules, duplicates, lookup, dispatch, and the live views filtered /
+prefixed / combined."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class Plain:
 # --- resolution ------------------------------------------------------------------------------------------
 
 
-async def test_mixed_items_resolve_to_one_tool_each_in_order() -> None:  # AD-21
+async def test_mixed_items_resolve_to_one_tool_each_in_order() -> None:
     calc = Calculator()
     tools = Toolset([FakeTool('fake'), search, shout, calc])
     assert tools.names == ['fake', 'search', 'shout', 'add', 'mul']
@@ -88,7 +88,7 @@ async def test_partial_and_lambda_functions_become_tools() -> None:
     assert (await only.call({'base': 7})).value == 49
 
 
-def test_empty_list_is_valid() -> None:  # AD-19
+def test_empty_list_is_valid() -> None:
     tools = Toolset([])
     assert tools.names == []
     assert len(tools) == 0
@@ -97,12 +97,12 @@ def test_empty_list_is_valid() -> None:  # AD-19
     assert Toolset().names == []
 
 
-def test_null_entry_names_its_index() -> None:  # AD-18
+def test_null_entry_names_its_index() -> None:
     with pytest.raises(UserError, match=r'^Tool at index 1 must not be null'):
         Toolset([FakeTool('a'), None])
 
 
-def test_object_without_tool_methods_is_rejected_with_type_and_index() -> None:  # AD-17
+def test_object_without_tool_methods_is_rejected_with_type_and_index() -> None:
     with pytest.raises(UserError) as info:
         Toolset([FakeTool('a'), Plain()])
     message = str(info.value)
@@ -111,7 +111,7 @@ def test_object_without_tool_methods_is_rejected_with_type_and_index() -> None: 
 
 
 @pytest.mark.parametrize('bad', [42, 'search', b'x', 3.5, {'name': 'x'}])
-def test_non_tool_values_are_rejected(bad: object) -> None:  # AD-17
+def test_non_tool_values_are_rejected(bad: object) -> None:
     with pytest.raises(UserError, match='is neither a Tool nor has @tool-decorated methods'):
         Toolset([bad])
 
@@ -128,17 +128,17 @@ def test_items_must_be_a_list(bad: object) -> None:
 
 
 @pytest.mark.parametrize('name', ['web_search', 'calc2', '_x', 'web-search', 'a' * 64])
-def test_valid_names(name: str) -> None:  # AD-15 with D1 (hyphens allowed)
+def test_valid_names(name: str) -> None:  # hyphens allowed
     assert Toolset([FakeTool(name)]).names == [name]
 
 
 @pytest.mark.parametrize('name', ['', '  ', 'web search', 'a.b', '名前', 'a' * 65])
-def test_invalid_names_fail_at_build_time(name: str) -> None:  # AD-15, D1
+def test_invalid_names_fail_at_build_time(name: str) -> None:
     with pytest.raises(ToolNameError, match=r'\^\[A-Za-z0-9_-\]\{1,64\}\$'):
         Toolset([FakeTool(name)])
 
 
-def test_invalid_function_name_fails_at_build_time() -> None:  # D1
+def test_invalid_function_name_fails_at_build_time() -> None:
     with pytest.raises(ToolNameError):
         Toolset([toolweave.tool(name='bad name')(shout)])
 
@@ -146,7 +146,7 @@ def test_invalid_function_name_fails_at_build_time() -> None:  # D1
 # --- duplicates ------------------------------------------------------------------------------------------
 
 
-def test_duplicate_names_both_origins_and_the_fix() -> None:  # AD-16
+def test_duplicate_names_both_origins_and_the_fix() -> None:
     with pytest.raises(DuplicateToolError) as info:
         Toolset([FakeTool('add'), FakeTool('other'), Calculator()])
     message = str(info.value)
@@ -156,20 +156,20 @@ def test_duplicate_names_both_origins_and_the_fix() -> None:  # AD-16
     assert ".prefixed('x')" in message
 
 
-def test_duplicate_function_names_the_function() -> None:  # AD-16
+def test_duplicate_function_names_the_function() -> None:
     with pytest.raises(DuplicateToolError) as info:
         Toolset([search, FakeTool('search')])
     assert 'index 0' in str(info.value)
     assert 'index 1' in str(info.value)
 
 
-def test_same_tool_twice_is_a_duplicate() -> None:  # AD-16
+def test_same_tool_twice_is_a_duplicate() -> None:
     fake = FakeTool('twice')
     with pytest.raises(DuplicateToolError, match="'twice'"):
         Toolset([fake, fake])
 
 
-def test_duplicate_through_a_nested_toolset() -> None:  # AD-16
+def test_duplicate_through_a_nested_toolset() -> None:
     inner = Toolset([FakeTool('x')])
     with pytest.raises(DuplicateToolError, match='toolset'):
         Toolset([FakeTool('x'), inner])
@@ -193,7 +193,7 @@ def test_get_returns_the_same_tool_object() -> None:
     assert 42 not in tools
 
 
-def test_unknown_name_lists_available_names() -> None:  # AD-20
+def test_unknown_name_lists_available_names() -> None:
     tools = Toolset([FakeTool('search'), FakeTool('fetch')])
     with pytest.raises(UnknownToolError) as info:
         tools.get('serch')
@@ -202,7 +202,7 @@ def test_unknown_name_lists_available_names() -> None:  # AD-20
     assert isinstance(info.value, LookupError)
 
 
-def test_unknown_name_in_empty_toolset() -> None:  # AD-20
+def test_unknown_name_in_empty_toolset() -> None:
     with pytest.raises(UnknownToolError, match=r'Available tools: \(none\)'):
         Toolset().get('x')
 
@@ -212,7 +212,7 @@ def test_unhashable_name_is_unknown_not_a_type_error() -> None:
         Toolset([FakeTool('a')]).get(['a'])  # type: ignore[arg-type]
 
 
-async def test_dispatch_of_unknown_name_is_a_failure_result() -> None:  # AD-20
+async def test_dispatch_of_unknown_name_is_a_failure_result() -> None:
     tools = Toolset([FakeTool('search')])
     result = await tools.call('nope', '{}')
     assert not result.ok
@@ -221,7 +221,7 @@ async def test_dispatch_of_unknown_name_is_a_failure_result() -> None:  # AD-20
     assert 'search' in result.error
 
 
-async def test_dispatch_forwards_arguments_and_context() -> None:  # CX-13
+async def test_dispatch_forwards_arguments_and_context() -> None:
     fake = FakeTool('echo', lambda args: args)
     tools = Toolset([fake])
     ctx = ToolCallContext.of(tenant='acme')
@@ -232,7 +232,7 @@ async def test_dispatch_forwards_arguments_and_context() -> None:  # CX-13
     assert fake.calls[1].context is ToolCallContext.EMPTY
 
 
-def test_add_registers_late_and_rejects_duplicates() -> None:  # MT-6 relies on this
+def test_add_registers_late_and_rejects_duplicates() -> None:  # plans over a live toolset rely on this
     tools = Toolset([FakeTool('a')])
     assert tools.add(FakeTool('b')) is tools
     assert tools.names == ['a', 'b']
@@ -279,7 +279,7 @@ def test_filtered_by_names_and_predicate() -> None:
         tools.filtered('a')
 
 
-async def test_prefixed_renames_and_keeps_behaviour_and_context() -> None:  # CX-15
+async def test_prefixed_renames_and_keeps_behaviour_and_context() -> None:
     fake = FakeTool('search', lambda args: {'got': args}, description='Search.')
     prefixed = Toolset([fake]).prefixed('web')
     assert prefixed.names == ['web_search']
@@ -292,7 +292,7 @@ async def test_prefixed_renames_and_keeps_behaviour_and_context() -> None:  # CX
     assert fake.calls[0].context is ctx
 
 
-def test_prefixed_rejects_bad_prefix_and_overlong_names() -> None:  # D1
+def test_prefixed_rejects_bad_prefix_and_overlong_names() -> None:
     tools = Toolset([FakeTool('a' * 60)])
     with pytest.raises(ToolNameError):
         tools.prefixed('bad prefix')
@@ -300,7 +300,7 @@ def test_prefixed_rejects_bad_prefix_and_overlong_names() -> None:  # D1
         tools.prefixed('abcdef')
 
 
-def test_prefixed_resolves_duplicates() -> None:  # AD-16 fix
+def test_prefixed_resolves_duplicates() -> None:
     left = Toolset([FakeTool('search')])
     right = Toolset([FakeTool('search')])
     with pytest.raises(DuplicateToolError):
@@ -332,34 +332,57 @@ def test_toolset_as_an_item_of_another() -> None:
     assert outer.get('a') is inner.get('a')
 
 
-# --- docstring examples of this part (HOUSE-STYLE: every example runs) -----------------------------------
+# --- live views ------------------------------------------------------------------------------------------------
 
 
-def _examples() -> list[tuple[str, str]]:
-    """(where, code) for each example; the code runs with the public API in scope, as a reader would."""
-    import inspect
-    import re
-
-    from toolweave import decorators
-    from toolweave.tools import _groups, _toolset
-
-    found: list[tuple[str, str]] = []
-    for module in (_toolset, _groups, decorators):
-        for name, obj in vars(module).items():
-            if getattr(obj, '__module__', None) != module.__name__:
-                continue
-            for block in re.findall(r'```python\n(.*?)```', inspect.getdoc(obj) or '', re.S):
-                found.append((f'{module.__name__}.{name}', block))
-    return found
+def test_views_read_their_toolsets_at_every_access() -> None:
+    web, local = Toolset([FakeTool('search')]), Toolset([FakeTool('clock')])
+    only_search = web.filtered(lambda t: t.name.startswith('se'))
+    prefixed = web.prefixed('web')
+    both = web.combined(local)
+    web.add(FakeTool('send'))
+    local.add(FakeTool('calendar'))
+    assert only_search.names == ['search', 'send']
+    assert prefixed.names == ['web_search', 'web_send'] and 'web_send' in prefixed
+    assert both.names == ['search', 'send', 'clock', 'calendar']
+    assert prefixed.get('web_send') is prefixed.get('web_send')  # each tool is wrapped once
+    assert prefixed.find('search') is None and both.origin('calendar').startswith('combined() #1')
 
 
-@pytest.mark.parametrize(('where', 'code'), _examples(), ids=[w for w, _ in _examples()])
-def test_docstring_example_runs_and_prints_what_it_shows(where: str, code: str) -> None:
-    import contextlib
-    import io
+async def test_a_prefixed_view_calls_record_and_log_under_the_prefixed_name() -> None:
+    from toolweave import use_metrics
 
-    expected = [line.strip()[3:] for line in code.splitlines() if line.strip().startswith('#> ')]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, where, 'exec'), {**vars(toolweave), '__name__': 'example'})
-    assert out.getvalue().splitlines() == expected
+    prefixed = Toolset([FakeTool('search', 'found')]).prefixed('web')
+    with use_metrics() as metrics:
+        assert (await prefixed.call('web_search')).output == 'found'
+        assert (await prefixed.call('search')).error == "Unknown tool 'search'. Available tools: web_search."
+    assert metrics.stats('web_search').calls == 1 and metrics.stats('search').calls == 0
+
+
+def test_a_clash_that_appears_later_in_a_combined_view_is_reported_when_met() -> None:
+    left, right = Toolset([FakeTool('a')]), Toolset([FakeTool('b')])
+    both = left.combined(right)
+    right.add(FakeTool('a'))
+    with pytest.raises(DuplicateToolError, match=r"'a' comes from both combined\(\) #0 .* and #1"):
+        both.names  # noqa: B018
+    with pytest.raises(DuplicateToolError):
+        both.get('a')
+
+
+def test_a_view_cannot_be_added_to() -> None:
+    view = Toolset([FakeTool('a')]).filtered(['a'])
+    with pytest.raises(UserError, match='is a view of other toolsets'):
+        view.add(FakeTool('b'))
+
+
+def test_len_and_bool_never_run_a_loader_but_lookups_do() -> None:
+    runs: list[int] = []
+
+    def loader() -> list[object]:
+        runs.append(1)
+        return [FakeTool('search')]
+
+    tools = Toolset([FakeTool('clock'), toolweave.ToolGroup('web', loader)])
+    assert (len(tools), bool(tools), bool(Toolset([toolweave.ToolGroup('w', loader)])), runs) == (1, True, True, [])
+    assert tools.prefixed('p').names == ['p_clock', 'p_search'] and runs == [1]
+    assert len(tools) == 2

@@ -1,14 +1,18 @@
 """toolweave: a tool runtime for LLM agents. One plan, one round-trip, parallel steps.
 
-Each block below belongs to one part of the package; `__all__` at the end lists the public API.
+The names below are grouped by concept, in the order the layers build on each other: tools, then what wraps
+them (decorators, approval), then what runs many of them (pipelines, plans, progressive disclosure), then the
+agent and what builds on it (agentic tools, built-in tools), then models and MCP. `__all__` lists them all.
 """
 
 from __future__ import annotations
 
 import logging as _logging
 
-# --- core (tools) ---
-from toolweave.approval import ReviewDecision, ReviewHandler, ReviewRequest, use_review_handler
+from toolweave._public import present as _present
+from toolweave._version import __version__ as __version__
+
+# --- errors ---------------------------------------------------------------------------------------------------
 from toolweave.exceptions import (
     ControlFlowSignal,
     DuplicateToolError,
@@ -23,21 +27,32 @@ from toolweave.exceptions import (
     UsageLimitExceeded,
     UserError,
 )
+
+# --- tools: the seam, the ways to build one, toolsets, metrics -------------------------------------------------
 from toolweave.tools import (
     GLOBAL_METRICS,
+    FunctionTool,
+    Parameter,
+    TextTool,
     Tool,
+    ToolArguments,
     ToolCallContext,
     ToolDefinition,
+    ToolGroup,
     ToolMetadata,
     ToolMetrics,
     ToolResult,
+    Toolset,
+    ToolsetItem,
     ToolStats,
+    TypedTool,
+    tool,
+    tools_from,
+    tools_from_safely,
+    use_metrics,
 )
 
-# --- foundation: function tools, TextTool, Toolset, decorators (helper A) ---
-from toolweave.tools._function import FunctionTool, tool, tools_from, tools_from_safely
-from toolweave.tools._programmatic import Parameter, TypedTool
-from toolweave.tools._text import TextTool
+# --- wrapping a tool: decorators and artifact sinks ------------------------------------------------------------
 from toolweave.decorators import (
     ArtifactSinkingTool,
     CompositeSink,
@@ -46,14 +61,33 @@ from toolweave.decorators import (
     LoopMemo,
     OneShotPerLoopTool,
     Sink,
-    use_metrics,
     with_description,
     with_note,
 )
-from toolweave.tools._groups import ToolGroup
-from toolweave.tools._toolset import Toolset
 
-# --- plan (helper B) ---
+# --- approval ---------------------------------------------------------------------------------------------------
+from toolweave.approval import (
+    ApprovalLog,
+    ApprovalRecord,
+    ApprovalRequiredTool,
+    ApprovalRule,
+    AutoApproveHandler,
+    CallbackReviewHandler,
+    ConsoleReviewHandler,
+    ReviewDecision,
+    ReviewHandler,
+    ReviewRequest,
+    RuleBasedReviewHandler,
+    record_approvals,
+    request_approval,
+    requires_approval,
+    use_review_handler,
+)
+
+# --- pipelines ----------------------------------------------------------------------------------------------------
+from toolweave.pipeline import ErrorStrategy, PipelineBuilder, PipelineStep, ToolPipeline
+
+# --- plans --------------------------------------------------------------------------------------------------------
 from toolweave.plan import (
     Plan,
     PlanEvent,
@@ -68,14 +102,10 @@ from toolweave.plan import (
     validate_plan,
 )
 
-# --- pipeline and approval handlers (helper C) ---
-from toolweave._console_review import ConsoleReviewHandler
-from toolweave._gated import ApprovalRequiredTool, requires_approval
-from toolweave._review_handlers import ApprovalRule, CallbackReviewHandler, RuleBasedReviewHandler
-from toolweave.approval import ApprovalLog, ApprovalRecord, AutoApproveHandler, record_approvals, request_approval
-from toolweave.pipeline import ErrorStrategy, PipelineBuilder, PipelineStep, ToolPipeline
+# --- progressive disclosure -----------------------------------------------------------------------------------------
+from toolweave.progressive import UnfoldingSelection, UnfoldingTool, tools_from_instance, unfolding_tools
 
-# --- models and agent (helper D) ---
+# --- the agent: runs, budgets, events, the blackboard, sub-agents, tool injection ------------------------------------
 from toolweave.agent import (
     Agent,
     AgentEvent,
@@ -95,50 +125,16 @@ from toolweave.agent import (
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
+    ToolCallOutcome,
     ToolCallStarted,
-    current_process,
-)
-from toolweave.models import (
-    AssistantMessage,
-    Message,
-    Model,
-    ModelResponse,
-    ModelSettings,
-    RetryPolicy,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    Usage,
-    UserMessage,
-    infer_model,
-)
-
-# --- mcp (helper E1) ---
-from toolweave.mcp import McpGateway, McpMetaConverter, McpToolFactory, McpToolset
-
-# --- builtins (helper E3) ---
-from toolweave.builtins import (
-    ModelPrice,
-    blackboard_facade,
-    blackboard_tools,
-    communicate_tool,
-    format_blackboard_entry,
-    process_tools,
-    process_tools_facade,
-    progress_tool,
-)
-
-# --- progressive (helper E2) ---
-from toolweave.agent import ToolCallOutcome, ToolInjection, ToolInjectionStrategy
-from toolweave.progressive import (
+    ToolInjection,
+    ToolInjectionStrategy,
     UnfoldingInjectionStrategy,
-    UnfoldingSelection,
-    UnfoldingTool,
-    tools_from_instance,
-    unfolding_tools,
+    current_process,
+    publish_to_blackboard,
 )
 
-# --- agentic (helper E4) ---
+# --- agentic tools and tool chaining ----------------------------------------------------------------------------------
 from toolweave.agentic import (
     AfterTools,
     AgenticTool,
@@ -158,6 +154,37 @@ from toolweave.agentic import (
     UnlockCondition,
     WhenPredicate,
 )
+
+# --- built-in tools ---------------------------------------------------------------------------------------------------
+from toolweave.builtins import (
+    ModelPrice,
+    blackboard_facade,
+    blackboard_tools,
+    communicate_tool,
+    format_blackboard_entry,
+    process_tools,
+    process_tools_facade,
+    progress_tool,
+)
+
+# --- models ----------------------------------------------------------------------------------------------------------
+from toolweave.models import (
+    AssistantMessage,
+    Message,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    RetryPolicy,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    infer_model,
+)
+
+# --- MCP -------------------------------------------------------------------------------------------------------------
+from toolweave.mcp import McpGateway, McpMetaConverter, McpToolFactory, McpToolset
 
 __all__ = (
     'AfterTools',
@@ -235,6 +262,7 @@ __all__ = (
     'process_tools_facade',
     'progress_tool',
     'ProgressEvent',
+    'publish_to_blackboard',
     'record_approvals',
     'request_approval',
     'requires_approval',
@@ -257,6 +285,7 @@ __all__ = (
     'TextTool',
     'Tool',
     'tool',
+    'ToolArguments',
     'ToolCall',
     'ToolCallContext',
     'ToolCallDelta',
@@ -279,6 +308,7 @@ __all__ = (
     'tools_from_instance',
     'tools_from_safely',
     'Toolset',
+    'ToolsetItem',
     'ToolStats',
     'ToolweaveError',
     'TypedTool',
@@ -300,19 +330,7 @@ __all__ = (
     'with_note',
 )
 
-__version__ = '0.1.0'
-
 # A library adds no handlers of its own: an application that wants toolweave's logs configures logging.
 _logging.getLogger('toolweave').addHandler(_logging.NullHandler())
 
-
-def _present_public_names() -> None:
-    """Make reprs and tracebacks say `toolweave.Tool`, not the private module that defines it."""
-    for name in __all__:
-        obj = globals()[name]
-        module = getattr(obj, '__module__', '')
-        if isinstance(obj, type) and module.startswith('toolweave.') and module != 'toolweave.exceptions':
-            obj.__module__ = 'toolweave'
-
-
-_present_public_names()
+_present('toolweave', __all__, globals(), top_level=True)

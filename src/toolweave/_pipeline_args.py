@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave._json import compact
+from toolweave.tools import Tool, ToolArguments, ToolResult, text_input
 
-__all__ = ('TEXT_PARAMETER', 'TEXT_SCHEMA', 'Carry', 'arguments_for', 'carry_of', 'first_arguments', 'text_input')
+__all__ = ('TEXT_PARAMETER', 'TEXT_SCHEMA', 'Carry', 'adapted', 'arguments_for', 'carry_of', 'first_arguments')
 
 TEXT_PARAMETER = 'input'
 TEXT_SCHEMA: Mapping[str, Any] = {
@@ -66,31 +66,6 @@ def _is_string(schema: object) -> bool:
     return isinstance(schema, Mapping) and schema.get('type') == 'string'
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(',', ':'), ensure_ascii=False, default=str)
-
-
-def text_input(arguments: ToolArguments, parameter: str = TEXT_PARAMETER) -> str:
-    """A text tool's input from its arguments: `{"<parameter>": "text"}` gives `text`; a non-string value gives its
-    JSON; arguments without the parameter (or with `null`) give their whole JSON text; text that is not a JSON
-    object is the input itself; nothing is `""`."""
-    if arguments is None:
-        return ''
-    if isinstance(arguments, str):
-        try:
-            loaded = json.loads(arguments)
-        except ValueError:
-            return arguments
-        if not isinstance(loaded, dict) or loaded.get(parameter) is None:
-            return arguments
-        value = loaded[parameter]
-        return value if isinstance(value, str) else _json(value)
-    value = arguments.get(parameter)
-    if value is None:
-        return _json(dict(arguments))
-    return value if isinstance(value, str) else _json(value)
-
-
 def text_parameter(tool: Tool) -> str | None:
     """The name of the tool's only parameter when that parameter is a string (a text tool), else `None`."""
     properties, _ = _properties(tool)
@@ -129,7 +104,7 @@ def arguments_for(tool: Tool, carry: Carry) -> ToolArguments:
         return _for_single(single, properties, parsed)
     value = to_jsonable_python(carry.value, fallback=str)
     if single is None:
-        return value if isinstance(value, dict) else _json(value)
+        return value if isinstance(value, dict) else compact(value)
     return _for_single(single, properties, value)
 
 
@@ -137,5 +112,5 @@ def _for_single(single: str, properties: Mapping[str, Any], value: Any) -> ToolA
     if isinstance(value, dict) and value and value.keys() <= properties.keys():
         return value  # already the step's arguments
     if _is_string(properties[single]) and not isinstance(value, str):
-        return {single: _json(value)}
+        return {single: compact(value)}
     return {single: value}

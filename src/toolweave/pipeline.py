@@ -13,9 +13,9 @@ print(pipeline.name, '|', pipeline.description, '|', pipeline.call_sync('hello')
 A pipeline is a `Tool`: it works in a Toolset, as a plan step, inside another pipeline and over MCP. Its own call
 goes through `Tool.call` (approval if the pipeline itself is gated, one aggregate metric and log line per call),
 and every step is called through the step's own `call`, so each step records its own metrics, runs its own
-approval gate, and receives the pipeline's `ToolCallContext`. The review handler and metrics of the run are
-ambient and reach every step, nested pipelines included; `ToolPipeline(..., review_handler=h)` installs `h` for
-its steps.
+approval gate, and receives the pipeline's `ToolCallContext`. The reviewers and metrics of the run are ambient and
+reach every step, nested pipelines included; `ToolPipeline(..., review_handler=h)` adds `h` for its steps (the
+run's own reviewers still review them: the stricter decision wins).
 
 What flows between steps:
 
@@ -40,11 +40,10 @@ What flows between steps:
      step's validation says what does not fit;
    - a step that declares no parameters and no extra ones (`additionalProperties: false`) is called with none.
 
-Errors. `FAIL_FAST` (the default) returns the first failed step's result unchanged and runs nothing after it.
+Errors. `FAIL_FAST` (the default) returns the first failed step's result and runs nothing after it.
 `CONTINUE_ON_FAILURE` runs every step; the pipeline's result is the last step's result, even a failure. A step
-that raises is already a failure when the pipeline sees it (every tool goes through `Tool.call`), so its error
-is the exception's bare message (`boom`, or `Tool execution failed with no message`) with no
-`Step '<name>' threw:` prefix, under either strategy; the step's name is in the WARNING log line of its call.
+that raises fails with `Step '<name>' threw: <message>`, so the failure says which step broke (an exception with
+no message gives `Tool execution failed with no message`); a step that returns a failure passes it on unchanged.
 With `step_timeout`, a step that takes longer is cancelled and fails like a raised exception
 (`Step '<name>' timed out after <n> s`). An adapter that raises fails the whole pipeline with the exception's
 message and skips the remaining steps even under `CONTINUE_ON_FAILURE` (adapters are the pipeline's own code,
@@ -64,13 +63,13 @@ from time import perf_counter
 
 import anyio
 
-from toolweave._pipeline_args import TEXT_SCHEMA, Carry, adapted, arguments_for, carry_of, first_arguments, text_input
+from toolweave._checks import check_number
+from toolweave._pipeline_args import TEXT_SCHEMA, Carry, adapted, arguments_for, carry_of, first_arguments
 from toolweave.approval import ReviewHandler, check_review_handler, use_review_handler
 from toolweave.exceptions import ToolNameError, UserError
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, text_input
+from toolweave.tools._metrics import record_call
+from toolweave.tools._result import NO_MESSAGE
 
 __all__ = ('Adapter', 'ErrorStrategy', 'PipelineBuilder', 'PipelineStep', 'ToolPipeline')
 
@@ -110,7 +109,8 @@ class ToolPipeline(Tool):
         name: the tool name the model sees; by default the step names joined with `_then_`.
         description: by default `Pipeline: a -> b -> c`.
         error_strategy: `ErrorStrategy.FAIL_FAST` (default) or `ErrorStrategy.CONTINUE_ON_FAILURE`.
-        review_handler: installed for the steps' approval gates (otherwise the run's handler applies).
+        review_handler: reviews the steps' gated calls, together with the run's reviewers (the stricter decision
+            wins).
         step_timeout: seconds each step may take (a gated step's review included); a step that takes longer is
             cancelled and fails with `Step '<name>' timed out after <n> s`, like a raised exception.
     """
@@ -140,10 +140,7 @@ class ToolPipeline(Tool):
         parameters = copy.deepcopy(dict(stages[0].tool.definition.parameters if stages else TEXT_SCHEMA))
         self._definition = ToolDefinition(name, description, parameters)
         check_review_handler(review_handler, f'Tool {name!r}')
-        if step_timeout is not None and (isinstance(step_timeout, bool) or not isinstance(step_timeout, int | float)
-                                         or not step_timeout > 0):
-            raise UserError(f'step_timeout of pipeline {name!r} must be a number of seconds > 0 or None, got '
-                            f'{step_timeout!r}.')
+        check_number(step_timeout, f'step_timeout of pipeline {name!r}', exclusive=True, optional=True, unit='seconds')
         self._step_timeout = step_timeout
         self._stages = stages
         self._error_strategy = error_strategy
@@ -206,8 +203,6 @@ class ToolPipeline(Tool):
         return self._step_timeout
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        if self._review_handler is None:
-            return await self._run(arguments, context)
         with use_review_handler(self._review_handler):
             return await self._run(arguments, context)
 
@@ -234,16 +229,24 @@ class ToolPipeline(Tool):
 
     async def _call_step(self, step: Tool, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._step_timeout is None:
-            return await step.call(arguments, context)
+            return _named(step, await step.call(arguments, context))
         start = perf_counter()
         with anyio.move_on_after(self._step_timeout):
-            return await step.call(arguments, context)
+            return _named(step, await step.call(arguments, context))
         # The step's own call was cancelled before it recorded anything: record the timeout as its failure.
         timed_out = ToolResult('', f'Step {step.name!r} timed out after {self._step_timeout:g} s', raised=True)
-        return self._finish(step.name, arguments, timed_out, start)
+        record_call(step.name, arguments, '', timed_out.error, perf_counter() - start)
+        return timed_out
 
     def __repr__(self) -> str:
         return f'ToolPipeline(name={self.name!r}, steps={[t.name for t in self.steps]!r})'
+
+
+def _named(step: Tool, result: ToolResult) -> ToolResult:
+    """A step's result, its failure naming the step when the step raised (a returned failure is passed on)."""
+    if not result.raised or result.error in (None, NO_MESSAGE):
+        return result
+    return ToolResult('', f'Step {step.name!r} threw: {result.error}', raised=True)
 
 
 async def _adapt(adapter: Adapter, result: ToolResult) -> Carry:
@@ -355,13 +358,14 @@ class PipelineBuilder:
         return self
 
     def review_handler(self, handler: ReviewHandler) -> PipelineBuilder:
-        """Install `handler` for the steps' approval gates."""
+        """Add `handler` to the reviewers of the steps' gated calls."""
         check_review_handler(handler, 'ToolPipeline.builder().review_handler()')
         self._review_handler = handler
         return self
 
     def step_timeout(self, seconds: float | None) -> PipelineBuilder:
         """Seconds each step may take; see `ToolPipeline`."""
+        check_number(seconds, 'ToolPipeline.builder().step_timeout()', exclusive=True, optional=True, unit='seconds')
         self._step_timeout = seconds
         return self
 

@@ -45,7 +45,7 @@ def test_retry_after_replaces_the_backoff() -> None:
         ({'initial_delay': -0.1}, 'initial_delay must be a number >= 0'),
         ({'max_delay': 'soon'}, 'max_delay'),
         ({'max_retry_after': -1}, 'max_retry_after'),
-        ({'jitter': 1.5}, 'jitter must be a number between 0 and 1'),
+        ({'jitter': 1.5}, 'jitter must be a number >= 0 and <= 1'),
     ],
 )
 def test_bad_policies_are_rejected(kwargs: dict[str, Any], match: str) -> None:

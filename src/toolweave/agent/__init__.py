@@ -1,9 +1,10 @@
-"""The agent loop: `Agent`, the state of a run (`AgentProcess`), its events and streaming, sub-agents and the
-blackboard sink."""
+"""The agent loop: `Agent`, the state of a run (`AgentProcess`) and its budget, its events and streaming, the
+tool-injection hook and the unfolding strategy, sub-agents and the blackboard sink."""
 
 from __future__ import annotations
 
-from toolweave.agent._agent import Agent, AgentRunResult
+from toolweave._public import present as _present
+from toolweave.agent._agent import MAX_DEPTH, Agent, AgentRunResult
 from toolweave.agent._blackboard import Blackboard, BlackboardEntry
 from toolweave.agent._events import (
     AgentEvent,
@@ -21,9 +22,10 @@ from toolweave.agent._events import (
 from toolweave.agent._injection import ToolCallOutcome, ToolInjection, ToolInjectionStrategy
 from toolweave.agent._loop import FinishReason
 from toolweave.agent._process import AgentProcess, Budget, ProcessStatus, RunUsage, ToolCallRecord, current_process
-from toolweave.agent._sink import BlackboardSink
+from toolweave.agent._sink import BlackboardSink, publish_to_blackboard
 from toolweave.agent._streaming import AgentStream
 from toolweave.agent._subagent import SubAgentTool
+from toolweave.agent._unfolding import UnfoldingInjectionStrategy
 
 __all__ = (
     'Agent',
@@ -35,14 +37,17 @@ __all__ = (
     'BlackboardEntry',
     'BlackboardSink',
     'Budget',
+    'current_process',
     'EmptyAnswer',
     'EventHub',
     'FinishReason',
+    'MAX_DEPTH',
     'MessageEvent',
     'PlanStepFinished',
     'PlanStepStarted',
     'ProcessStatus',
     'ProgressEvent',
+    'publish_to_blackboard',
     'RunUsage',
     'SubAgentTool',
     'TextDelta',
@@ -53,5 +58,7 @@ __all__ = (
     'ToolCallStarted',
     'ToolInjection',
     'ToolInjectionStrategy',
-    'current_process',
+    'UnfoldingInjectionStrategy',
 )
+
+_present('toolweave.agent', __all__, globals())

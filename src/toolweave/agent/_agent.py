@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from toolweave import _runtime
+from toolweave._ambient import using
+from toolweave._checks import check_number
 from toolweave.agent._blackboard import Blackboard
 from toolweave.agent._events import AgentEvent, EventHub, MessageEvent
 from toolweave.agent._injection import RunToolSet, ToolInjectionStrategy, check_strategies
 from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
 from toolweave.agent._planning import AgentPlanTool
-from toolweave.agent._process import AgentProcess, Budget, RunUsage
+from toolweave.agent._process import AgentProcess, Budget, RunUsage, current_process, process_var
 from toolweave.agent._streaming import AgentStream, open_run_stream
-from toolweave.approval import ApprovalRecord, ReviewHandler, record_approvals, use_review_handler
+from toolweave.agent._subagent import SubAgentTool
+from toolweave.agent._unfolding import UnfoldingInjectionStrategy
+from toolweave.approval import ApprovalRecord, ReviewHandler, check_review_handler, record_approvals, use_review_handler
 from toolweave.exceptions import ControlFlowSignal, UsageLimitExceeded, UserError
-from toolweave.models._base import (
+from toolweave.models import (
     AssistantMessage,
     Message,
     Model,
@@ -29,22 +32,21 @@ from toolweave.models._base import (
     SystemMessage,
     ToolMessage,
     UserMessage,
+    infer_model,
 )
-from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._tool import Tool
-from toolweave.tools._toolset import Toolset
+from toolweave.plan import PlanRun, planning_instructions
+from toolweave.tools import LOOP_ID_KEY, Tool, ToolCallContext, ToolDefinition, Toolset, ToolsetItem
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolweave.agent._subagent import SubAgentTool
-    from toolweave.plan import PlanRun
-
-__all__ = ('Agent', 'AgentRunResult')
+__all__ = ('MAX_DEPTH', 'Agent', 'AgentRunResult')
 
 DEFAULT_MAX_ITERATIONS = 20
 DEFAULT_MAX_OUTPUT_CHARS = 20_000
+MAX_DEPTH = 8
+"""How deeply agent runs may nest (a sub-agent in a sub-agent...); a deeper run does not start. It stops an agent
+that calls itself before its budget would."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +94,14 @@ class Agent:
         tools: Anything `Toolset` resolves (tools, functions, objects with `@tool` methods, toolsets, groups).
             A `Toolset` is used as is, so tools added to it later are offered too.
         tool_planning: Offer the `execute_tool_plan` meta-tool and append its "# Tool Planning" instructions,
-            when there is at least one tool (MT-1..MT-3).
+            whenever the toolset has a tool (or a tool group not loaded yet).
         max_iterations: The most model calls one run may make; reaching it raises `UsageLimitExceeded`.
         review_handler: Reviews every call of a tool that requires approval during a run (also inside plans
             and sub-agents). `None` keeps whatever handler the caller installed.
         context: The agent's call context (tenant ids, tokens...), passed to every tool call; a run's own
-            `context` is merged over it, the run's entries winning (CX-8).
-        budget: Limits of each run (LLM calls, tokens, tool calls); see `Budget`.
+            `context` is merged over it, the run's entries winning.
+        budget: Limits of each run and of the runs started inside it (LLM calls, tokens, tool calls); see
+            `Budget`.
         settings: Model settings sent with every request.
         name: The agent's name (the default tool name of `as_tool`; shown in errors).
         description: What the agent does (the default description of `as_tool`).
@@ -122,7 +125,7 @@ class Agent:
         model: Model | str,
         *,
         instructions: str = '',
-        tools: Toolset | Iterable[object] = (),
+        tools: Toolset | Iterable[ToolsetItem] = (),
         tool_planning: bool = False,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         review_handler: ReviewHandler | None = None,
@@ -141,17 +144,10 @@ class Agent:
         self.model = _resolve_model(model)
         if not isinstance(instructions, str):
             raise UserError(f'Agent instructions must be a string, got {type(instructions).__name__}.')
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            raise UserError(f'Agent max_iterations must be an int >= 1, got {max_iterations!r}.')
-        if review_handler is not None and not isinstance(review_handler, ReviewHandler):
-            raise UserError(f'Agent review_handler must be a ReviewHandler (an object with `async review(request)`), '
-                            f'got {type(review_handler).__name__}.')
-        if tool_timeout is not None and (isinstance(tool_timeout, bool) or not isinstance(tool_timeout, int | float)
-                                         or tool_timeout <= 0):
-            raise UserError(f'Agent tool_timeout must be a number of seconds > 0 or None, got {tool_timeout!r}.')
-        if max_output_chars is not None and (isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int)
-                                             or max_output_chars < 1):
-            raise UserError(f'Agent max_output_chars must be an int >= 1 or None, got {max_output_chars!r}.')
+        check_number(max_iterations, 'Agent max_iterations', integer=True, minimum=1)
+        check_review_handler(review_handler, f'Agent {name!r}')
+        check_number(tool_timeout, 'Agent tool_timeout', exclusive=True, optional=True, unit='seconds')
+        check_number(max_output_chars, 'Agent max_output_chars', integer=True, minimum=1, optional=True)
         if tool_decorator is not None and not callable(tool_decorator):
             raise UserError(f'Agent tool_decorator must be a function taking a Tool and returning a Tool, or None, '
                             f'got {type(tool_decorator).__name__}: {tool_decorator!r}.')
@@ -177,9 +173,13 @@ class Agent:
         self.limits = CallLimits(tool_timeout, max_output_chars)
         self.events = EventHub()
         """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""
-        self.plan_tool: AgentPlanTool | None = None
-        if tool_planning and len(self.toolset) > 0:  # MT-3: no tools, no meta-tool
-            self.plan_tool = AgentPlanTool(self.toolset, self.plan_options)
+        self._plan_tool = AgentPlanTool(self.toolset, self.plan_options) if tool_planning else None
+
+    @property
+    def plan_tool(self) -> AgentPlanTool | None:
+        """The `execute_tool_plan` meta-tool, when it is offered: planning is on and the toolset has a tool (or a
+        tool group not loaded yet), checked when asked, since tools may be added to the toolset later."""
+        return self._plan_tool if self._plan_tool is not None and self.toolset else None
 
     @property
     def tool_planning(self) -> bool:
@@ -191,8 +191,6 @@ class Agent:
         """The system prompt sent: the instructions, plus the tool planning section when planning is on."""
         if self.plan_tool is None:
             return self.base_instructions
-        from toolweave.plan import planning_instructions
-
         section = planning_instructions()
         return f'{self.base_instructions.rstrip()}\n\n{section}' if self.base_instructions.strip() else section
 
@@ -205,8 +203,8 @@ class Agent:
 
     def with_context(self, context: Mapping[str, Any] | None, *, replace: bool = False) -> Agent:
         """A copy of this agent with more call context: merged over this one's (calls accumulate, conflicting
-        keys take the newest value, CX-9), or with `replace=True` instead of it (CX-10). The original agent is
-        unchanged; the copy shares its model, tools and settings but has its own `events`."""
+        keys take the newest value), or with `replace=True` instead of it. The original agent is unchanged; the
+        copy shares its model, tools and settings but has its own `events`."""
         clone = object.__new__(Agent)
         clone.__dict__.update(self.__dict__)
         added = ToolCallContext.of(context)
@@ -223,24 +221,33 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         message_history: Sequence[Message] | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
+        objects: Mapping[str, object] | None = None,
     ) -> AgentRunResult:
         """Run the tool loop on `prompt`.
 
+        A run started inside another agent run (from a tool, a `SubAgentTool`, an agentic tool) is part of it: its
+        blackboard sees the outer run's objects and publishes its own to it when it ends, its usage counts in the
+        outer run's usage and budget as it happens, and its events reach the outer run's subscribers too. Runs nest
+        at most `MAX_DEPTH` levels deep.
+
         Args:
             prompt: The user's message.
-            context: This run's call context, merged over the agent's (the run's entries win, CX-8). Every tool
-                call of the run receives the merged context plus a fresh loop id under `toolweave.loop_id`.
+            context: This run's call context, merged over the agent's (the run's entries win). Every tool call of
+                the run receives the merged context plus a fresh loop id under `toolweave.loop_id`.
             message_history: Earlier messages of the conversation (for example `result.messages` of the last
                 run); the agent's system prompt is added only if the history does not start with one.
             on_event: Called with every event of this run (tool calls, plan steps, progress, messages).
+            objects: Put on the run's blackboard before it starts, each bound to its name.
 
         Raises:
-            UsageLimitExceeded: A budget or `max_iterations` stopped the run (`exc.process` is the process).
+            UsageLimitExceeded: A budget, `max_iterations` or the nesting limit stopped the run (`exc.process` is
+                the process).
             ToolConfigurationError: A tool is misconfigured (for example it needs a review handler).
             ExitEarly: A tool or reviewer stopped the run.
             ModelError: The model provider failed.
         """
-        return await self._run(prompt, context=context, message_history=message_history, on_event=on_event)
+        return await self._run(prompt, context=context, message_history=message_history, on_event=on_event,
+                               objects=objects)
 
     def run_sync(
         self,
@@ -249,10 +256,11 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         message_history: Sequence[Message] | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
+        objects: Mapping[str, object] | None = None,
     ) -> AgentRunResult:
         """`run` for scripts with no event loop running."""
         return anyio.run(partial(self.run, prompt, context=context, message_history=message_history,
-                                 on_event=on_event))
+                                 on_event=on_event, objects=objects))
 
     def run_stream(
         self,
@@ -260,16 +268,22 @@ class Agent:
         *,
         context: Mapping[str, Any] | None = None,
         message_history: Sequence[Message] | None = None,
+        objects: Mapping[str, object] | None = None,
     ) -> AbstractAsyncContextManager[AgentStream]:
         """Run the tool loop on `prompt`, streaming: the model's replies arrive as `TextDelta` and
         `ToolCallDelta` events while they are written, among the run's other events.
 
         ```python
+        model = ScriptedModel([{'tool': 'add', 'arguments': {'a': 2, 'b': 3}}, 'The sum is 5.'])
+        agent = Agent(model, tools=[add])
         async with agent.run_stream('What is 2 + 3?') as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     print(event.text, end='')
-        result = stream.result
+        print()
+        print(stream.result.usage.llm_calls)
+        #> The sum is 5.
+        #> 2
         ```
 
         The stream covers the whole run, every tool round, until the final answer. The run is a task inside the
@@ -279,13 +293,13 @@ class Agent:
         if not isinstance(prompt, str):
             raise UserError(f'Agent prompt must be a string, got {type(prompt).__name__}: {prompt!r}.')
         return open_run_stream(partial(self._listened_run, prompt, context=context,
-                                       message_history=message_history))
+                                       message_history=message_history, objects=objects))
 
     async def _listened_run(self, prompt: str, listener: Callable[[AgentEvent], Any], *,
-                            context: Mapping[str, Any] | None, message_history: Sequence[Message] | None
-                            ) -> AgentRunResult:
+                            context: Mapping[str, Any] | None, message_history: Sequence[Message] | None,
+                            objects: Mapping[str, object] | None) -> AgentRunResult:
         return await self._run(prompt, context=context, message_history=message_history, on_event=listener,
-                               stream=True)
+                               objects=objects, stream=True)
 
     async def _run(
         self,
@@ -294,27 +308,28 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         message_history: Sequence[Message] | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
-        parent: AgentProcess | None = None,
-        inputs: Sequence[tuple[object, str | None]] = (),
+        objects: Mapping[str, object] | None = None,
         stream: bool = False,
     ) -> AgentRunResult:
         if not isinstance(prompt, str):
             raise UserError(f'Agent prompt must be a string, got {type(prompt).__name__}: {prompt!r}.')
+        parent = current_process()
         effective = self.context.merge(ToolCallContext.of(context)).merge({LOOP_ID_KEY: uuid.uuid4().hex})
         board = parent.blackboard.spawn() if parent is not None else Blackboard()
         process = AgentProcess(agent_name=self.name, budget=self.budget, parent=parent, blackboard=board,
                                context=effective)
-        for value, name in inputs:
+        if process.depth > MAX_DEPTH:
+            process._stop(f'agent runs are nested more than {MAX_DEPTH} levels deep (an agent probably calls '
+                          'itself). Answer with what you have.')
+        for name, value in (objects or {}).items():
             board.add(value, name)
         process.events.subscribe(self.events.emit)
         if on_event is not None:
             process.events.subscribe(on_event)
         messages: list[Message] = []
         try:
-            reviewing: AbstractContextManager[None] = (
-                use_review_handler(self.review_handler) if self.review_handler is not None else nullcontext()
-            )
-            with _runtime.using(_runtime.process_var, process), reviewing, record_approvals() as approvals:
+            with using(process_var, process), use_review_handler(self.review_handler), \
+                    record_approvals() as approvals:
                 messages.extend(self._start_messages(prompt, message_history, process))
                 await self.toolset.load()
                 outcome = await run_loop(self.model, self._loop_tools(process), process, messages,
@@ -336,7 +351,6 @@ class Agent:
         finally:
             if parent is not None:
                 board.publish()
-                parent.absorb(process)
         process.finish('completed')
         return AgentRunResult(outcome.output, tuple(messages), process.usage, tuple(process.plan_runs), process,
                               outcome.finish_reason, approvals.records)
@@ -360,9 +374,7 @@ class Agent:
 
     def _loop_tools(self, process: AgentProcess) -> LoopTools:
         """The tools of one run: the agent's (read live) changed by tool injections, never the toolset itself."""
-        from toolweave.progressive import UnfoldingInjectionStrategy  # imports the agent package: load it late
-
-        plan_tool = self.plan_tool
+        plan_tool = self.plan_tool  # fixed for the run: a plan tool offered at the start stays offered
 
         def base() -> list[Tool]:
             tools = self.toolset.tools
@@ -397,8 +409,6 @@ class Agent:
         prompt: Callable[[Any], str] | None = None,
     ) -> SubAgentTool:
         """This agent as a tool another agent can call (a sub-agent); see `SubAgentTool`."""
-        from toolweave.agent._subagent import SubAgentTool
-
         return SubAgentTool(self, name=name, description=description, input_type=input_type, prompt=prompt)
 
     def __repr__(self) -> str:
@@ -408,8 +418,6 @@ class Agent:
 
 def _resolve_model(model: Model | str) -> Model:
     if isinstance(model, str):
-        from toolweave.models import infer_model
-
         return infer_model(model)
     if not isinstance(model, Model):
         raise UserError(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from toolweave.exceptions import UserError
 from toolweave.models._base import Message
 from toolweave.tools._result import ToolResult
 
@@ -147,7 +148,7 @@ class EventHub:
     def subscribe(self, listener: EventListener) -> Callable[[], None]:
         """Call `listener(event)` for every event from now on; returns the function that stops it."""
         if not callable(listener):
-            raise TypeError(f'Event listener must be callable as listener(event), got {listener!r}.')
+            raise UserError(f'Event listener must be callable as listener(event), got {listener!r}.')
         with self._lock:
             self._listeners.append(listener)
 

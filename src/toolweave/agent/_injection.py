@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from toolweave.agent._process import AgentProcess
 from toolweave.exceptions import UserError
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool
-
-if TYPE_CHECKING:
-    from toolweave.agent._process import AgentProcess
+from toolweave.progressive import UnfoldingSelection
+from toolweave.tools import Tool, ToolResult
 
 __all__ = ('RunToolSet', 'ToolCallOutcome', 'ToolInjection', 'ToolInjectionStrategy', 'check_strategies')
 
@@ -44,6 +42,9 @@ class ToolCallOutcome:
     current_tools: tuple[Tool, ...]
     """The loop's tool set when the call finished (after the injections of earlier calls)."""
     process: AgentProcess
+    unfolded: tuple[UnfoldingSelection, ...] = ()
+    """What the facades that ran during the call selected (a direct facade call, a shortcut, plan steps), in the
+    order they ran."""
 
 
 @runtime_checkable
@@ -75,7 +76,7 @@ class RunToolSet:
         base: The agent's current tools, in the order they are offered.
         find_base: Looks a name up among the agent's tools (one dict hit).
         strategies: Asked after each tool call, in order; each sees the changes of the ones before it.
-        decorator: Applied to every injected tool (UF-31).
+        decorator: Applied to every injected tool, at every level (an unfolded facade's inner facade's tools too).
     """
 
     __slots__ = ('_added', '_base', '_decorator', '_find_base', '_removed', '_strategies')
@@ -118,10 +119,11 @@ class RunToolSet:
             self._added.pop(injected.name, None)  # re-adding moves the tool to the end of the set
             self._added[injected.name] = injected
 
-    def after_call(self, tool: Tool, arguments: str, result: ToolResult, process: AgentProcess) -> None:
+    def after_call(self, tool: Tool, arguments: str, result: ToolResult, process: AgentProcess,
+                   unfolded: tuple[UnfoldingSelection, ...] = ()) -> None:
         """Run every strategy on one finished call and apply what each returns."""
         for strategy in self._strategies:
-            outcome = ToolCallOutcome(tool, arguments, result, tuple(self.tools()), process)
+            outcome = ToolCallOutcome(tool, arguments, result, tuple(self.tools()), process, unfolded)
             injection: object = strategy.evaluate(outcome)
             if injection is None:
                 continue
@@ -142,7 +144,3 @@ class RunToolSet:
                             f'{tool.name!r}, not a Tool. Return the tool, or a wrapper such as a DelegatingTool.')
         return decorated
 
-
-for _cls in (ToolCallOutcome, ToolInjection, ToolInjectionStrategy):
-    _cls.__module__ = 'toolweave'  # reprs and docs show the public path
-del _cls

@@ -13,7 +13,7 @@ from toolweave.agent._events import EmptyAnswer, MessageEvent, ToolCallFinished,
 from toolweave.agent._process import AgentProcess, ToolCallRecord
 from toolweave.agent._streaming import ask_model
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UsageLimitExceeded
-from toolweave.models._base import (
+from toolweave.models import (
     AssistantMessage,
     Message,
     Model,
@@ -23,9 +23,8 @@ from toolweave.models._base import (
     ToolMessage,
     UserMessage,
 )
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool
+from toolweave.progressive import UnfoldingSelection, record_unfoldings
+from toolweave.tools import Tool, ToolDefinition, ToolResult
 
 __all__ = ('EMPTY_ANSWER_NUDGE', 'CallLimits', 'FinishReason', 'LoopOutcome', 'LoopTools', 'cut', 'run_loop')
 
@@ -50,9 +49,10 @@ class LoopTools:
     available: Callable[[], list[str]]
     counts_as_tool_call: Callable[[Tool], bool]
     """Whether a call of this tool counts in `RunUsage.tool_calls` (the plan meta-tool counts its steps)."""
-    after_call: Callable[[Tool, str, ToolResult, AgentProcess], None] | None = None
-    """Called after each finished call, in call order, with the tool as found, the raw arguments and the result:
-    the tool-injection hook, which may change what `definitions` and `find` give from the next model call on."""
+    after_call: Callable[[Tool, str, ToolResult, AgentProcess, tuple[UnfoldingSelection, ...]], None] | None = None
+    """Called after each finished call, in call order, with the tool as found, the raw arguments, the result and
+    the facades that unfolded during the call: the tool-injection hook, which may change what `definitions` and
+    `find` give from the next model call on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,7 @@ async def run_loop(
             exc.process = process
             raise exc
         iteration += 1
-        process.check_before_model_call()
+        process.reserve_model_call()
         response = await ask_model(model, list(messages), tools.definitions(), settings, process, stream=stream)
         process.record_model_call(response.usage, response.model_name or model.name)
         reply = AssistantMessage(response.text, response.tool_calls)
@@ -121,15 +121,17 @@ async def run_loop(
             nudges += 1
             continue
         resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
-        process.check_tool_calls(sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool)))
-        results = await _run_calls(process, tools, resolved, limits)
+        counted = sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool))
+        process.reserve_tool_calls(counted)
+        unfolded: list[tuple[UnfoldingSelection, ...]] = [()] * len(resolved)
+        results = await _run_calls(process, tools, resolved, limits, unfolded)
         for call, result in zip(response.tool_calls, results, strict=True):
             text = cut(result.text, limits.max_output_chars)
             _append(process, messages, ToolMessage(call.id, call.name, text, is_error=not result.ok))
         if tools.after_call is not None:
-            for (call, tool), result in zip(resolved, results, strict=True):
+            for (call, tool), result, selections in zip(resolved, results, unfolded, strict=True):
                 if tool is not None:
-                    tools.after_call(tool, call.arguments, result, process)
+                    tools.after_call(tool, call.arguments, result, process, selections)
         for (_, tool), result in zip(resolved, results, strict=True):
             if tool is not None and tool.definition.metadata.return_direct:
                 return LoopOutcome(result.text, 'return_direct')
@@ -153,23 +155,30 @@ def _append(process: AgentProcess, messages: list[Message], message: Message) ->
 
 
 async def _run_calls(
-    process: AgentProcess, tools: LoopTools, calls: Sequence[tuple[ToolCall, Tool | None]], limits: CallLimits
+    process: AgentProcess, tools: LoopTools, calls: Sequence[tuple[ToolCall, Tool | None]], limits: CallLimits,
+    unfolded: list[tuple[UnfoldingSelection, ...]],
 ) -> list[ToolResult]:
-    """Run every call of one reply concurrently; results in the order of the calls. A configuration error or
-    control-flow signal from one call cancels the others and is re-raised as itself (not as a group)."""
+    """Run every call of one reply concurrently; results in the order of the calls, and in `unfolded` the facades
+    that unfolded during each. A configuration error or control-flow signal from one call cancels the others and
+    is re-raised as itself (not as a group)."""
     results: list[ToolResult | None] = [None] * len(calls)
     escaped: list[BaseException] = []
 
     async def call_one(index: int, call: ToolCall, tool: Tool | None, scope: anyio.CancelScope) -> None:
         try:
-            results[index] = await _call_tool(process, tools, call, tool, limits)
+            with record_unfoldings() as selections:
+                results[index] = await _call_tool(process, tools, call, tool, limits)
+            unfolded[index] = tuple(selections)
         except (ToolConfigurationError, ControlFlowSignal) as exc:
             escaped.append(exc)
             scope.cancel()
 
     if len(calls) == 1:
         call, tool = calls[0]
-        return [await _call_tool(process, tools, call, tool, limits)]
+        with record_unfoldings() as selections:
+            result = await _call_tool(process, tools, call, tool, limits)
+        unfolded[0] = tuple(selections)
+        return [result]
     async with anyio.create_task_group() as group:
         for index, (call, tool) in enumerate(calls):
             group.start_soon(call_one, index, call, tool, group.cancel_scope)
@@ -188,8 +197,6 @@ async def _call_tool(
         available = ', '.join(tools.available()) or '(none)'
         result = ToolResult.failure(f'Unknown tool {call.name!r}. Available tools: {available}.')
     else:
-        if tools.counts_as_tool_call(tool):
-            process.record_tool_calls(1)
         # the plan meta-tool is bounded by its own step and plan timeouts, not by the per-call one
         seconds = limits.tool_timeout if tools.counts_as_tool_call(tool) else None
         result = await _timed_call(tool, call, process, seconds)

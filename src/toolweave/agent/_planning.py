@@ -1,22 +1,15 @@
-"""Tool planning inside the agent loop: the `execute_tool_plan` meta-tool, wired to the run's process so
-plan steps become agent events and every `PlanRun` lands in the run's record."""
+"""Tool planning inside the agent loop: the `execute_tool_plan` meta-tool, wired to the run's process so plan
+steps become agent events, count against the run's budget, and every `PlanRun` lands in the run's record."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolweave.agent._events import PlanStepFinished, PlanStepStarted
-from toolweave.agent._process import current_process
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
-
-if TYPE_CHECKING:
-    from toolweave.agent._process import AgentProcess
-    from toolweave.plan import PlanEvent
-    from toolweave.tools._context import ToolCallContext
-    from toolweave.tools._toolset import Toolset
+from toolweave.agent._process import AgentProcess, current_process
+from toolweave.plan import PlanEvent, PlanRun, PlanTool
+from toolweave.tools import DelegatingTool, Tool, ToolArguments, ToolCallContext, ToolResult, Toolset
 
 __all__ = ('AgentPlanTool', 'forward_plan_event')
 
@@ -30,42 +23,38 @@ def forward_plan_event(event: PlanEvent) -> None:
     process.emit(kind(process_id=process.id, time=process.elapsed(), step=event.step))
 
 
-class AgentPlanTool(Tool):
-    """The plan meta-tool of an agent: the plan package's `PlanTool` bound to the agent's toolset, plus the
-    bookkeeping of the run (events per step, the `PlanRun` recorded on the process).
-
-    It delegates `call` as a whole, so approval, metrics and logging happen once, in the inner tool.
-    """
+class AgentPlanTool(DelegatingTool):
+    """The plan meta-tool of an agent: the plan package's `PlanTool` over the tools the run offers now, plus the
+    run's bookkeeping (events per step, each step counted against the budget before it runs, the `PlanRun`
+    recorded on the process)."""
 
     def __init__(self, toolset: Toolset, options: Mapping[str, Any] | None = None) -> None:
-        from toolweave.plan import PlanTool
-
         self.options = dict(options or {})
-        self.inner = PlanTool(toolset, on_event=forward_plan_event, **self.options)
-
-    @property
-    def definition(self) -> ToolDefinition:
-        return self.inner.definition
+        super().__init__(PlanTool(toolset, on_event=forward_plan_event, **self.options))
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        return await self.call(arguments, context)
-
-    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
-        from toolweave.plan import PlanRun
-
         process = current_process()
-        result = await self._for_run(process).call(arguments, context)
+        result = await self._for_run(process).execute(arguments, context)
         if process is not None and isinstance(result.value, PlanRun):
             process.record_plan_run(result.value)
         return result
 
     def _for_run(self, process: AgentProcess | None) -> Tool:
         """The plan tool over the tools the run offers now, so a plan may call tools that unfolding or another
-        injection added during the run (and not those it removed)."""
+        injection added during the run (and not those it removed); each step is counted against the budget."""
         if process is None or process.offered_tools is None:
-            return self.inner
-        from toolweave.plan import PlanTool
-        from toolweave.tools._toolset import Toolset
-
-        offered = [tool for tool in process.offered_tools() if tool is not self]
+            return self.delegate
+        offered = [_Counted(tool) for tool in process.offered_tools() if tool is not self]
         return PlanTool(Toolset(offered), on_event=forward_plan_event, **self.options)
+
+
+class _Counted(DelegatingTool):
+    """A plan step's tool: counted against the run's tool call budget as the step starts; a step past the budget
+    fails with the budget's message (the plan goes on, the run stops at its next check)."""
+
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        process = current_process()
+        refused = process.try_tool_calls() if process is not None else None
+        if refused is not None:
+            return ToolResult.failure(refused)
+        return await self.delegate.execute(arguments, context)

@@ -5,23 +5,20 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
-from toolweave import _runtime
+from toolweave._checks import check_number
 from toolweave.agent._blackboard import Blackboard
 from toolweave.agent._events import AgentEvent, EventHub, MessageEvent, ProgressEvent
-from toolweave.exceptions import UsageLimitExceeded, UserError
-from toolweave.models._base import AssistantMessage, Usage
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._result import ToolResult
+from toolweave.exceptions import UsageLimitExceeded
+from toolweave.models import AssistantMessage, Usage
+from toolweave.plan import PlanRun
+from toolweave.tools import Tool, ToolCallContext, ToolResult
 
-if TYPE_CHECKING:
-    from toolweave.plan import PlanRun
-    from toolweave.tools._tool import Tool
-
-__all__ = ('AgentProcess', 'Budget', 'ProcessStatus', 'RunUsage', 'ToolCallRecord', 'current_process')
+__all__ = ('AgentProcess', 'Budget', 'ProcessStatus', 'RunUsage', 'ToolCallRecord', 'current_process', 'process_var')
 
 ProcessStatus: TypeAlias = Literal['running', 'completed', 'failed', 'stopped']
 """`stopped`: a budget, `max_iterations`, an exit-early signal or cancellation ended the run."""
@@ -31,9 +28,9 @@ ProcessStatus: TypeAlias = Literal['running', 'completed', 'failed', 'stopped']
 class RunUsage:
     """What a run consumed.
 
-    `tool_calls` counts the user tools that ran: direct calls plus plan steps that started. The
-    `execute_tool_plan` call itself is not counted (it is in the history). A sub-agent's usage is added to its
-    parent's when it finishes.
+    `tool_calls` counts the user tools the model called: direct calls plus plan steps. The `execute_tool_plan`
+    call itself is not counted (it is in the history). A run's usage includes its sub-runs' (sub-agents, agentic
+    tools), counted as they happen.
     """
 
     llm_calls: int = 0
@@ -56,13 +53,16 @@ class RunUsage:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Limits of one run; `None` means no limit. A run that would go past one stops: `Agent.run` raises
-    `UsageLimitExceeded` (its `process` attribute is the stopped `AgentProcess`, status `stopped`, with
-    `stop_reason`).
+    """Limits of one run and of every run started inside it (sub-agents, agentic tools, at any depth); `None` means
+    no limit. A run that would go past a limit stops: `Agent.run` raises `UsageLimitExceeded` (its `process`
+    attribute is the stopped `AgentProcess`, status `stopped`, with `stop_reason`).
 
-    When each is checked: `max_llm_calls` before each model call; `max_tokens` (input + output) after each
-    model reply; `max_tool_calls` before each round of tool calls, counting the round's calls (a plan's steps
-    are counted when the plan finishes, so the next round sees them).
+    Every limit holds for the whole tree of runs below the run that set it, and is enforced before each call, so
+    concurrent calls (parallel plan steps, sub-agents running side by side) cannot go past it together:
+    `max_llm_calls` before each model request of any run in the tree; `max_tool_calls` before each tool call the
+    model makes (a reply's direct calls together, then each plan step as it starts); `max_tokens` (input + output)
+    after each model reply, the only one that can be overshot, by the replies already in flight. A sub-run that hits
+    a limit ends with a failure its caller's model reads; the run whose budget it is stops at its own next check.
     """
 
     max_llm_calls: int | None = None
@@ -71,9 +71,7 @@ class Budget:
 
     def __post_init__(self) -> None:
         for name in ('max_llm_calls', 'max_tokens', 'max_tool_calls'):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise UserError(f'Budget.{name} must be a non-negative int or None, got {value!r}.')
+            check_number(getattr(self, name), f'Budget.{name}', integer=True, optional=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +131,23 @@ class AgentProcess:
     """The tools the run offers the model right now (the agent's, changed by unfolding and other injections);
     a plan sent during the run may call any of them."""
     _clock_start: float = field(default_factory=time.perf_counter, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(init=False, repr=False)
+    """One lock for the whole tree of runs: usage is counted, and budgets checked, across it."""
+
+    def __post_init__(self) -> None:
+        self._lock = self.parent._lock if self.parent is not None else threading.Lock()
 
     @property
     def depth(self) -> int:
         """0 for a top-level run, 1 for a sub-agent run inside it, and so on."""
         return 0 if self.parent is None else self.parent.depth + 1
+
+    def lineage(self) -> Iterator[AgentProcess]:
+        """This process, then its parent, up to the top-level run."""
+        process: AgentProcess | None = self
+        while process is not None:
+            yield process
+            process = process.parent
 
     # --- time and status -----------------------------------------------------------------------------------
 
@@ -165,50 +174,49 @@ class AgentProcess:
 
     # --- usage and budget ------------------------------------------------------------------------------------
 
+    def reserve_model_call(self) -> None:
+        """Count one model request against every budget above it, before it is sent; stop the run when one is used
+        up (or the token budget already was)."""
+        with self._lock:
+            reason = _exhausted(self, 'max_tokens', 0) or _exhausted(self, 'max_llm_calls', 1)
+            if reason is None:
+                for process in self.lineage():
+                    process.usage = replace(process.usage, llm_calls=process.usage.llm_calls + 1)
+        if reason is not None:
+            self._stop(reason)
+
     def record_model_call(self, usage: Usage, model_name: str = '') -> None:
+        """Add a reply's tokens (and the request, per model) to this run and every run above it."""
+        counted = Usage(1, usage.input_tokens, usage.output_tokens)
         with self._lock:
-            counted = Usage(1, usage.input_tokens, usage.output_tokens)
-            self.models[model_name] = self.models.get(model_name, Usage()) + counted
-            self.usage = replace(
-                self.usage,
-                llm_calls=self.usage.llm_calls + 1,
-                input_tokens=self.usage.input_tokens + usage.input_tokens,
-                output_tokens=self.usage.output_tokens + usage.output_tokens,
-            )
-
-    def record_tool_calls(self, count: int) -> None:
-        with self._lock:
-            self.usage = replace(self.usage, tool_calls=self.usage.tool_calls + count)
-
-    def absorb(self, child: AgentProcess) -> None:
-        """Add a finished sub-agent's usage (totals and per model) to this process."""
-        with self._lock:
-            self.usage = self.usage + child.usage
-            for name, usage in child.models.items():
-                self.models[name] = self.models.get(name, Usage()) + usage
-
-    def check_before_model_call(self) -> None:
-        limit = self.budget.max_llm_calls
-        if limit is not None and self.usage.llm_calls >= limit:
-            self._stop(f'LLM call budget exhausted: {self.usage.llm_calls} of max_llm_calls={limit} used '
-                       'and the model has not given a final answer yet. Raise Budget.max_llm_calls.')
-        self._check_tokens()
+            for process in self.lineage():
+                process.models[model_name] = process.models.get(model_name, Usage()) + counted
+                process.usage = replace(process.usage, input_tokens=process.usage.input_tokens + usage.input_tokens,
+                                        output_tokens=process.usage.output_tokens + usage.output_tokens)
 
     def check_after_model_call(self) -> None:
-        self._check_tokens()
+        """Stop the run when a token budget above it is used up."""
+        with self._lock:
+            reason = _exhausted(self, 'max_tokens', 0)
+        if reason is not None:
+            self._stop(reason)
 
-    def check_tool_calls(self, count: int) -> None:
-        limit = self.budget.max_tool_calls
-        if limit is not None and self.usage.tool_calls + count > limit:
-            self._stop(f'Tool call budget exhausted: {self.usage.tool_calls} of max_tool_calls={limit} used and '
-                       f'the model asked for {count} more. Raise Budget.max_tool_calls.')
+    def reserve_tool_calls(self, count: int) -> None:
+        """Count `count` tool calls against every budget above this run before they run; stop the run when they
+        would go past one."""
+        reason = self.try_tool_calls(count)
+        if reason is not None:
+            self._stop(reason)
 
-    def _check_tokens(self) -> None:
-        limit = self.budget.max_tokens
-        if limit is not None and self.usage.total_tokens > limit:
-            self._stop(f'Token budget exhausted: {self.usage.total_tokens} tokens used '
-                       f'({self.usage.input_tokens} in, {self.usage.output_tokens} out), more than '
-                       f'max_tokens={limit}. Raise Budget.max_tokens or shorten the conversation.')
+    def try_tool_calls(self, count: int = 1) -> str | None:
+        """Count `count` tool calls against every budget above this run, or, when they would go past one, count
+        nothing and return why (for a plan step, which fails with it while the run goes on)."""
+        with self._lock:
+            reason = _exhausted(self, 'max_tool_calls', count)
+            if reason is None:
+                for process in self.lineage():
+                    process.usage = replace(process.usage, tool_calls=process.usage.tool_calls + count)
+        return reason
 
     def _stop(self, reason: str) -> None:
         self.finish('stopped', reason)
@@ -223,10 +231,8 @@ class AgentProcess:
             self.history.append(record)
 
     def record_plan_run(self, run: PlanRun) -> None:
-        started = sum(1 for step in run.steps if step.started_at is not None)
         with self._lock:
             self.plan_runs.append(run)
-            self.usage = replace(self.usage, tool_calls=self.usage.tool_calls + started)
 
     def emit(self, event: AgentEvent) -> None:
         """Send an event to this run's subscribers, then to the parent run's (sub-agent events bubble up)."""
@@ -248,8 +254,32 @@ class AgentProcess:
                 f'tool_calls={len(self.history)}, blackboard={len(self.blackboard)} objects)')
 
 
+def _exhausted(process: AgentProcess, limit_name: str, more: int) -> str | None:
+    """Why `more` of what `limit_name` limits cannot happen in `process` (a budget of it or of a run above it is
+    used up), or `None`. Called under the tree's lock."""
+    for level, owner in enumerate(process.lineage()):
+        limit = getattr(owner.budget, limit_name)
+        if limit is None:
+            continue
+        used = owner.usage
+        whose = '' if level == 0 else f' (the budget of agent {owner.agent_name!r}, {level} level(s) up)'
+        if limit_name == 'max_llm_calls' and used.llm_calls + more > limit:
+            return (f'LLM call budget exhausted: {used.llm_calls} of max_llm_calls={limit} used{whose} and the model '
+                    'has not given a final answer yet. Raise Budget.max_llm_calls.')
+        if limit_name == 'max_tool_calls' and used.tool_calls + more > limit:
+            return (f'Tool call budget exhausted: {used.tool_calls} of max_tool_calls={limit} used{whose} and the '
+                    f'model asked for {more} more. Raise Budget.max_tool_calls.')
+        if limit_name == 'max_tokens' and used.total_tokens > limit:
+            return (f'Token budget exhausted: {used.total_tokens} tokens used ({used.input_tokens} in, '
+                    f'{used.output_tokens} out){whose}, more than max_tokens={limit}. Raise Budget.max_tokens or '
+                    'shorten the conversation.')
+    return None
+
+
+process_var: ContextVar[AgentProcess | None] = ContextVar('toolweave_process', default=None)
+
+
 def current_process() -> AgentProcess | None:
     """The `AgentProcess` of the agent run the calling code executes in, or `None` outside a run. Works in
     async tools, plan steps and sync tools running in worker threads."""
-    process = _runtime.process_var.get()
-    return process if isinstance(process, AgentProcess) else None
+    return process_var.get()

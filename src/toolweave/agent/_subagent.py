@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field
 
-from toolweave.agent._process import current_process
 from toolweave.exceptions import UserError
-from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
+from toolweave.tools import ArgumentsError, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult
+from toolweave.tools._schema import ArgumentsValidator
 
 if TYPE_CHECKING:
     from toolweave.agent._agent import Agent
 
 __all__ = ('SubAgentTool',)
 
-MAX_DEPTH = 8
-"""How deeply sub-agents may nest; a deeper call fails (this stops an agent that calls itself for ever)."""
+
+class _Task(BaseModel):
+    """The input of a sub-agent tool without an `input_type`."""
+
+    prompt: Annotated[str, Field(min_length=1, pattern=r'\S', description='The task for the agent, in plain language.')]
+
 
 _PROMPT_SCHEMA: dict[str, Any] = {
     'type': 'object',
@@ -43,8 +44,9 @@ class SubAgentTool(Tool):
       sub-agent run ends, whatever its outcome. Called outside an agent run, it starts with a fresh blackboard.
     - Context: the call's context reaches the sub-agent run as its run context (a new loop id replaces the
       caller's); the sub-agent's own `context` sits below it.
-    - Usage: the sub-agent's LLM calls, tokens and tool calls are added to the caller's usage when it ends.
-    - Nesting: at most `MAX_DEPTH` (8) levels; a deeper call fails without running.
+    - Usage and budget: the sub-agent's run is part of the caller's (see `Agent.run`): its LLM calls, tokens and
+      tool calls count in the caller's usage and against the caller's budget as they happen.
+    - Nesting: runs nest at most `MAX_DEPTH` (8) levels deep; a deeper call fails without running.
     - Failures (a sub-agent budget, a model error) become a failure result the calling model can read;
       `ExitEarly` and `ToolConfigurationError` propagate.
     """
@@ -68,6 +70,7 @@ class SubAgentTool(Tool):
         self.input_type = input_type
         self.prompt = prompt
         parameters = _clean_schema(input_type.model_json_schema()) if input_type is not None else _PROMPT_SCHEMA
+        self._validator = ArgumentsValidator(input_type or _Task, parameters)
         default = agent.description or f'Hand a task to the {agent.name!r} agent and get its final answer.'
         self._definition = ToolDefinition(name or agent.name, description or default, parameters)
 
@@ -76,29 +79,15 @@ class SubAgentTool(Tool):
         return self._definition
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        data = load_arguments(arguments, self.name)
-        inputs: list[tuple[object, str | None]] = []
-        if self.input_type is None:
-            prompt = data.get('prompt')
-            if not isinstance(prompt, str) or not prompt.strip():
-                return ToolResult.failure(f'Tool {self.name!r} needs a non-empty string argument `prompt`, got '
-                                          f'{data!r}. Send {{"prompt": "the task"}}.')
-            text = prompt
+        try:
+            value = self._validator.validate(arguments, self.name)
+        except ArgumentsError as exc:
+            return ToolResult.failure(str(exc))
+        if isinstance(value, _Task):
+            result = await self.agent.run(value.prompt, context=context)
         else:
-            try:
-                value = self.input_type.model_validate(data)
-            except ValidationError as exc:
-                problems = '; '.join(f'{".".join(map(str, e["loc"])) or "(root)"}: {e["msg"]}' for e in exc.errors())
-                return ToolResult.failure(f'Invalid arguments for tool {self.name!r}: {problems}')
-            inputs.append((value, 'input'))
             text = self.prompt(value) if self.prompt is not None else value.model_dump_json()
-        parent = current_process()
-        if parent is not None and parent.depth + 1 > MAX_DEPTH:
-            return ToolResult.failure(f'Sub-agent {self.name!r} not started: sub-agents are nested more than '
-                                      f'{MAX_DEPTH} levels deep (an agent probably calls itself). Answer with what '
-                                      'you have.')
-        run_context = {key: value for key, value in context.items() if key != LOOP_ID_KEY}
-        result = await self.agent._run(text, context=run_context, parent=parent, inputs=inputs)
+            result = await self.agent.run(text, context=context, objects={'input': value})
         return ToolResult.success(result.output)
 
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.agentic._base import DEFAULT_MAX_ITERATIONS, AgenticTool, SystemPrompt
 from toolweave.agentic._chaining import (
     DomainToolPredicate,
@@ -33,11 +34,11 @@ from toolweave.agentic._simple import SimpleAgenticTool
 from toolweave.agentic._state_machine import StateBuilder, StateMachineTool, StateToolRegistration
 
 __all__ = (
-    'DEFAULT_MAX_ITERATIONS',
     'AfterTools',
     'AgenticTool',
     'AllOf',
     'AnyOf',
+    'DEFAULT_MAX_ITERATIONS',
     'DomainToolPredicate',
     'DomainToolSource',
     'DomainToolTracker',
@@ -58,3 +59,5 @@ __all__ = (
     'UnlockCondition',
     'WhenPredicate',
 )
+
+_present('toolweave.agentic', __all__, globals())

@@ -1,17 +1,16 @@
 """What the three agentic tools share: configuration, the fluent `with_*` copies, the inner agent run,
-artifact tracking and result packaging (PB-16)."""
+artifact tracking and result packaging."""
 
 from __future__ import annotations
 
 import copy
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
+from typing import Any, ClassVar, Self, TypeAlias
 
-from pydantic import ValidationError
-
-from toolweave.agent._process import AgentProcess, Budget, current_process
+from toolweave._checks import check_number
+from toolweave._json import compact
+from toolweave.agent import Agent, AgentProcess, AgentRunResult, current_process
 from toolweave.agentic._chaining import (
     DomainToolPredicate,
     DomainToolSource,
@@ -20,20 +19,25 @@ from toolweave.agentic._chaining import (
     is_collection,
     unpack_artifact,
 )
-from toolweave.decorators import DelegatingTool
 from toolweave.exceptions import ControlFlowSignal, DuplicateToolError, ToolConfigurationError, UserError
-from toolweave.models._base import Model, ModelSettings
-from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
-from toolweave.tools._function import tools_from_safely
-from toolweave.tools._programmatic import Parameter, _parameters_model, _parameters_schema
-from toolweave.tools._result import ToolResult
-from toolweave.tools._schema import format_validation_error
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
-from toolweave.tools._toolset import Toolset
-
-if TYPE_CHECKING:
-    from toolweave.agent._agent import AgentRunResult
+from toolweave.models import Model, ModelSettings, infer_model
+from toolweave.tools import (
+    ArgumentsError,
+    DelegatingTool,
+    Parameter,
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    Toolset,
+    check_tool_name,
+    load_arguments,
+    tools_from_safely,
+)
+from toolweave.tools._programmatic import parameters_model, parameters_schema
+from toolweave.tools._schema import ArgumentsValidator
 
 __all__ = (
     'DEFAULT_MAX_ITERATIONS',
@@ -46,15 +50,14 @@ __all__ = (
     'check_unique',
     'default_system_prompt',
     'object_tools',
-    'remaining_budget',
     'resolve_tools',
 )
 
 DEFAULT_MAX_ITERATIONS = 20
-"""The most model calls one invocation's inner loop may make (PB-16)."""
+"""The most model calls one invocation's inner loop may make."""
 
 NO_PROCESS = 'No AgentProcess context available'
-"""The failure of an agentic tool called outside an agent run (PB-14, SM-10)."""
+"""The failure of an agentic tool called outside an agent run."""
 
 SystemPrompt: TypeAlias = str | Callable[[AgentProcess, str], str]
 """A fixed system prompt, or `fn(process, input)` building one per call from the calling run's process (its
@@ -75,10 +78,8 @@ def resolve_tools(items: Iterable[object], where: str) -> tuple[Tool, ...]:
 
 
 def _agentic_inside(tool: Tool) -> bool:
-    """Whether `tool` is an agentic tool, possibly under decorators."""
-    while isinstance(tool, DelegatingTool):
-        tool = tool.delegate
-    return isinstance(tool, AgenticTool)
+    """Whether `tool` is an agentic tool, possibly under wrappers."""
+    return any(isinstance(layer, AgenticTool) for layer in tool.layers())
 
 
 class RunState:
@@ -95,8 +96,8 @@ class RunState:
         """Every artifact any tool returned, element by element (what conditions look at)."""
 
     def observe(self, tool: Tool, result: ToolResult) -> None:
-        """Record a finished call's artifact and offer it for tool chaining (TC-7: collections element by element
-        for Simple and Playbook, not at all for the state machine)."""
+        """Record a finished call's artifact and offer it for tool chaining (collections element by element for
+        Simple and Playbook, not at all for the state machine, which chains from single objects only)."""
         artifact = result.artifact
         if artifact is None:
             return
@@ -112,7 +113,7 @@ class RunState:
             self.tracker.offer(item, current_process())
 
     def package(self, output: str) -> ToolResult:
-        """PB-16: no artifact gives a text result, one gives that object, more give the list."""
+        """The invocation's result: the inner model's answer, with no artifact, the one artifact, or the list."""
         if not self.artifacts:
             return ToolResult.success(output)
         if len(self.artifacts) == 1:
@@ -127,9 +128,8 @@ class TrackingTool(DelegatingTool):
         super().__init__(delegate)
         self.state = state
 
-    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
-        result = await self.delegate.call(arguments, context)
-        return self.after(result)
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        return self.after(await self.delegate.execute(arguments, context))
 
     def after(self, result: ToolResult) -> ToolResult:
         try:
@@ -159,12 +159,13 @@ class AgenticTool(Tool):
     - **Input**: declare parameters with `with_parameter`; the validated arguments, as compact JSON, are the
       inner model's user message.
     - **Context**: the call's context reaches every inner tool call (with the inner loop's own loop id).
-    - **Budget**: the inner run may use only what is left of the calling run's `Budget`; beyond that it stops
-      and the call fails with the budget message (the calling run then stops at its next check).
+    - **Budget**: the inner run is part of the calling run, so the calling run's `Budget` bounds it as it goes;
+      past a limit the inner run stops and the call fails with the budget message (the calling run then stops
+      at its next check).
     """
 
     kind: ClassVar[str] = 'AgenticTool'
-    """The class name used in the spec's fixed messages."""
+    """The class name used in the tool's fixed messages (`No tools available for <kind>`)."""
 
     def __init__(
         self,
@@ -192,7 +193,7 @@ class AgenticTool(Tool):
         self.metadata = metadata or ToolMetadata()
         self.domain_tool_sources: tuple[DomainToolSource[Any], ...] = ()
         self.auto_discovery = False
-        """Whether tools are discovered from any returned object with `@tool` methods (TC-8)."""
+        """Whether tools are discovered from any returned object with `@tool` methods."""
         self.capture_nested_artifacts = False
         """Whether artifacts returned by nested agentic tools are packaged in the result too."""
         self._definition = self._build_definition()
@@ -200,8 +201,11 @@ class AgenticTool(Tool):
     # --- definition ------------------------------------------------------------------------------------------
 
     def _build_definition(self) -> ToolDefinition:
-        return ToolDefinition(self._name, self._description, _parameters_schema(self._name, self.parameters),
-                              self.metadata)
+        definition = ToolDefinition(self._name, self._description, parameters_schema(self._name, self.parameters),
+                                    self.metadata)
+        model = parameters_model(self._name, self.parameters)
+        self._validator = None if model is None else ArgumentsValidator(model, definition.parameters)
+        return definition
 
     @property
     def definition(self) -> ToolDefinition:
@@ -242,7 +246,7 @@ class AgenticTool(Tool):
             raise UserError(f'with_parameter of {self.kind} {self._name!r} needs a Parameter, got {parameter!r}. '
                             "Build one with `Parameter.string('topic', 'The topic to research')`.")
         added = (*self.parameters, parameter)
-        _parameters_schema(self._name, added)  # rejects a duplicate parameter name now
+        parameters_schema(self._name, added)  # rejects a duplicate parameter name now
         return self._copy(parameters=added)
 
     def with_tool_chaining_from(self, cls: type[Any], predicate: DomainToolPredicate | None = None) -> Self:
@@ -266,15 +270,11 @@ class AgenticTool(Tool):
         """The inner model's user message: the validated arguments as compact JSON, or the failure."""
         try:
             values = load_arguments(arguments, self._name)
-        except ValueError as exc:
+            if self._validator is not None:
+                self._validator.validate_mapping(values, self._name)
+        except ArgumentsError as exc:
             return ToolResult.failure(str(exc))
-        model = _parameters_model(self._name, self.parameters)
-        if model is not None:
-            try:
-                model.model_validate(values)
-            except ValidationError as exc:
-                return ToolResult.failure(format_validation_error(exc, self._name, self.definition.parameters))
-        return json.dumps(values, separators=(',', ':'), ensure_ascii=False, default=str)
+        return compact(values)
 
     def make_prompt(self, process: AgentProcess, text: str, default: str) -> str:
         prompt = self.system_prompt
@@ -296,7 +296,6 @@ class AgenticTool(Tool):
 
     async def run_inner(
         self,
-        process: AgentProcess,
         context: ToolCallContext,
         tools: Sequence[Tool],
         instructions: str,
@@ -304,38 +303,33 @@ class AgenticTool(Tool):
         state: RunState,
         decorate: Callable[[Tool], Tool] | None = None,
     ) -> AgentRunResult:
-        """Run the inner agent loop as a child of `process`. Tools injected during the run (an unfolding
-        sub-tool's inner tools, auto-discovered chained tools) are wrapped by `decorate` (default: tracked like
-        the static sub-tools)."""
-        from toolweave.agent._agent import Agent
-
+        """Run the inner agent loop, as a run inside the calling one (see `Agent.run`). Tools injected during the
+        run (an unfolding sub-tool's inner tools, auto-discovered chained tools) are wrapped by `decorate`
+        (default: tracked like the static sub-tools)."""
         if self.model is None:
             raise ToolConfigurationError(
                 f'{self.kind} {self._name!r} has no model for its inner loop. Give it one: '
                 f"`{self.kind}(..., model='openai:gpt-4o-mini')` or `.with_model(model)`."
             )
         if isinstance(self.model, str):  # resolved once: a provider model string builds a client
-            from toolweave.models import infer_model
-
             try:
                 self.model = infer_model(self.model)
             except UserError as exc:
                 raise ToolConfigurationError(f'Model of {self.kind} {self._name!r}: {exc}') from exc
-        # TC-9: auto-discovered tools enter the inner loop through the loop's injection hook
+        # auto-discovered tools enter the inner loop through the loop's injection hook
         strategies = [] if state.tracker is None or not state.tracker.auto_discovery else [
             ToolChainingInjectionStrategy(state.tracker)]
         try:
             agent = Agent(self.model, instructions=instructions, tools=list(tools), max_iterations=self.max_iterations,
-                          settings=self.settings, name=self._name, budget=remaining_budget(process),
-                          injection_strategies=strategies,
+                          settings=self.settings, name=self._name, injection_strategies=strategies,
                           tool_decorator=decorate or (lambda tool: TrackingTool(tool, state)))
         except DuplicateToolError as exc:  # a sub-tool clashes with a chained tool: only the developer can fix it
             raise ToolConfigurationError(f'{self.kind} {self._name!r}: {exc}') from exc
-        run_context = {key: value for key, value in context.items() if key != LOOP_ID_KEY}
-        return await agent._run(text, context=run_context, parent=process)
+        return await agent.run(text, context=context)
 
     def placeholders(self, state: RunState) -> list[Tool]:
-        """The chaining placeholders of this invocation, tracked (chained tools are never locked, TC-11)."""
+        """The chaining placeholders of this invocation, tracked (chained tools are never locked: they are not
+        the agentic tool's own sub-tools, and their objects appear only as the run goes)."""
         if state.tracker is None:
             return []
         return [TrackingTool(tool, state) for tool in state.tracker.placeholders()]
@@ -368,18 +362,6 @@ class ToolListAgenticTool(AgenticTool):
         check_unique(self.tools, f'{self.kind} {name!r}')
 
 
-def remaining_budget(process: AgentProcess) -> Budget:
-    """What is left of the calling run's budget: the inner run may use no more (its usage is added to the
-    caller's when it ends, so together they stay within the caller's limits)."""
-    budget, used = process.budget, process.usage
-
-    def left(limit: int | None, spent: int) -> int | None:
-        return None if limit is None else max(0, limit - spent)
-
-    return Budget(left(budget.max_llm_calls, used.llm_calls), left(budget.max_tokens, used.total_tokens),
-                  left(budget.max_tool_calls, used.tool_calls))
-
-
 def check_unique(tools: Iterable[Tool], owner: str) -> None:
     """Raise `DuplicateToolError` when two sub-tools share a name (the inner loop could not offer both)."""
     seen: set[str] = set()
@@ -392,7 +374,7 @@ def check_unique(tools: Iterable[Tool], owner: str) -> None:
 
 
 def object_tools(objects: Iterable[object]) -> tuple[Tool, ...]:
-    """The `@tool` methods of each object; objects without any are skipped (DT-9)."""
+    """The tools each object stands for (its `@tool` methods, or its facade); objects with none are skipped."""
     found: list[Tool] = []
     for obj in objects:
         found.extend(tools_from_safely(obj))
@@ -420,7 +402,6 @@ def _check_prompt(prompt: object, name: str) -> SystemPrompt | None:
                     f'str, got {type(prompt).__name__} {prompt!r}.')
 
 
-def _check_iterations(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f'max_iterations of agentic tool {name!r} must be an int >= 1, got {value!r}.')
+def _check_iterations(value: int, name: str) -> int:
+    check_number(value, f'max_iterations of agentic tool {name!r}', integer=True, minimum=1)
     return value

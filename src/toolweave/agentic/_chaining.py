@@ -1,14 +1,16 @@
-"""Tool chaining: the `@tool` methods of an object a tool returned become tools themselves (TC-1..TC-12).
+"""Tool chaining: the `@tool` methods of an object a tool returned become tools themselves.
 
 Two modes, which may be combined:
 
 - **Registered types** (`DomainToolSource`): registering `User` declares one placeholder tool per `@tool`
   method of `User` at once. Until a tool returns a single `User`, a placeholder answers that a `User` must be
   retrieved first; afterwards it runs the method on the most recently returned `User` (last wins), if the
-  source's predicate accepts it.
+  source's predicate accepts it. A subclass that overrides the method runs its override, reviewed if the
+  override requires approval.
 - **Auto-discovery**: any returned object with `@tool` methods becomes the current object and its methods
-  are offered as new tools; every earlier binding is cleared. The new tools are buffered by the tracker and
-  injected into the running loop by `ToolChainingInjectionStrategy` (through the agent loop's injection hook).
+  are offered as new tools; every registered binding is cleared. The new tools are buffered by the tracker
+  (objects discovered before the next injection add up) and injected into the running loop by
+  `ToolChainingInjectionStrategy` (through the agent loop's injection hook).
 """
 
 from __future__ import annotations
@@ -16,18 +18,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
+from toolweave.agent import AgentProcess, ToolCallOutcome, ToolInjection
 from toolweave.exceptions import UserError
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._function import FunctionTool, has_tool_methods, tools_from
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
-
-if TYPE_CHECKING:
-    from toolweave.agent._injection import ToolCallOutcome, ToolInjection
-    from toolweave.agent._process import AgentProcess
+from toolweave.tools import FunctionTool, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult
+from toolweave.tools._function import has_tool_methods, tools_from
+from toolweave.tools._review import review_call
 
 __all__ = (
     'DomainToolPredicate',
@@ -41,13 +38,14 @@ __all__ = (
 T = TypeVar('T')
 
 DomainToolPredicate: TypeAlias = Callable[[Any, 'AgentProcess | None'], bool]
-"""`predicate(instance, process)`: whether a returned instance may contribute its tools (TC-5)."""
+"""`predicate(instance, process)`: whether a returned instance may contribute its tools."""
 
 _COLLECTIONS = (list, tuple, set, frozenset)
 
 
 def is_collection(value: object) -> bool:
-    """Whether an artifact is a collection the tracker never binds as a whole (TC-7)."""
+    """Whether an artifact is a collection the tracker never binds as a whole (an agentic tool may offer its
+    elements one by one)."""
     return isinstance(value, _COLLECTIONS)
 
 
@@ -93,25 +91,22 @@ class DomainToolSource(Generic[T]):
     """
 
     type: type[T]
-    """The registered class; instances of subclasses bind under it too (TC-6)."""
+    """The registered class; instances of subclasses bind under it too."""
     predicate: DomainToolPredicate | None = None
-    """Which instances may contribute tools; a rejected instance leaves the current binding alone (TC-5)."""
+    """Which instances may contribute tools; a rejected instance leaves the current binding alone."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, type):
             raise UserError(f'Tool chaining needs a class, got {type(self.type).__name__} {self.type!r}. '
                             'Pass the class itself: `.with_tool_chaining_from(User)`.')
-        if not _method_tools(self.type):
-            raise UserError(f'Tool chaining from class {self.type.__qualname__}: it has no `@tool` methods, so '
-                            'nothing could ever be chained. Decorate its methods with `@toolweave.tool`, or use '
-                            '`.with_tool_chaining_from_any()` to discover tools from whatever is returned.')
         if self.predicate is not None and not callable(self.predicate):
             raise UserError(f'Tool chaining predicate for {self.type.__qualname__} must be callable '
                             f'`(instance, process) -> bool`, got {self.predicate!r}.')
 
     @property
     def tool_names(self) -> tuple[str, ...]:
-        """The names of the tools the type contributes, in declaration order."""
+        """The names of the tools the type contributes, in declaration order (none for a class without `@tool`
+        methods: it declares no placeholders)."""
         return tuple(tool.name for tool in _method_tools(self.type).values())
 
     def accepts(self, instance: object, process: AgentProcess | None) -> bool:
@@ -148,23 +143,25 @@ class DomainToolTracker:
         self._lock = threading.Lock()
 
     def offer(self, artifact: object, process: AgentProcess | None = None) -> bool:
-        """Offer one returned object; returns whether it was bound. Collections are never bound (TC-7: the
-        agentic tools unpack them and offer the elements themselves)."""
+        """Offer one returned object; returns whether it was bound. Collections are never bound (the agentic tools
+        unpack them and offer the elements themselves)."""
         if artifact is None or is_collection(artifact):
             return False
         for source in self.sources:
             if isinstance(artifact, source.type):
                 if not source.accepts(artifact, process):
-                    return False  # TC-5: the existing binding stays
+                    return False  # the existing binding stays
                 with self._lock:
                     self._bound[source.type] = artifact
                 return True
         if self.auto_discovery and has_tool_methods(artifact):
             tools = tools_from(artifact)
-            with self._lock:  # TC-8: the new object replaces every earlier binding
+            with self._lock:  # the new object replaces every registered binding; pending tools add up
                 self._bound.clear()
                 self._current = artifact
-                self._pending = tools
+                pending = {tool.name: tool for tool in self._pending or ()}
+                pending.update((tool.name, tool) for tool in tools)
+                self._pending = list(pending.values())
             return True
         return False
 
@@ -180,13 +177,13 @@ class DomainToolTracker:
         return self._current
 
     def placeholders(self) -> list[Tool]:
-        """One placeholder tool per `@tool` method of every registered type (TC-1)."""
+        """One placeholder tool per `@tool` method of every registered type, declared at once."""
         return [_PlaceholderTool(source.type, attr, method, self)
                 for source in self.sources for attr, method in _method_tools(source.type).items()]
 
     def drain(self) -> list[Tool] | None:
-        """The auto-discovered tools not injected yet, emptying the buffer; `None` when nothing is pending
-        (TC-9: the second drain of one discovery changes nothing)."""
+        """The auto-discovered tools not injected yet, emptying the buffer; `None` when nothing is pending (so a
+        second drain after one discovery changes nothing)."""
         with self._lock:
             pending, self._pending = self._pending, None
         return pending
@@ -221,12 +218,18 @@ class _PlaceholderTool(Tool):
         # The instance's own attribute, so a subclass that overrides the method runs its override.
         method = getattr(instance, self._attr, None)
         bound = method if isinstance(method, FunctionTool) else self._method.bind(instance)
-        # `execute`, not `call`: this tool's own `call` already ran the approval gate and records the metrics.
+        if bound.requires_approval and not self.requires_approval:
+            # This call's review (in `call`) saw the registered method, which needs none; the override does.
+            reviewed = await review_call(bound, arguments, context)
+            if isinstance(reviewed, ToolResult):
+                return reviewed
+            arguments = reviewed
+        # `execute`, not `call`: this tool's own `call` records the call, once, under the same name.
         return await bound.execute(arguments, context)
 
 
 class ToolChainingInjectionStrategy:
-    """Injects auto-discovered tools into a running agent loop (TC-9): after each tool call it drains the
+    """Injects auto-discovered tools into a running agent loop: after each tool call it drains the
     tracker's buffer; the tools of the previous discovery are taken out and the new ones added.
 
     Agentic tools offer returned objects to the tracker themselves. For a plain `Agent`, pass
@@ -234,9 +237,20 @@ class ToolChainingInjectionStrategy:
     before draining:
 
     ```python
-    tracker = DomainToolTracker([DomainToolSource(User)], auto_discovery=True)
+    from toolweave import Agent
+    from toolweave.testing import ScriptedModel
+
+    @tool
+    def get_user(name: str) -> User:
+        \'\'\'Find a user.\'\'\'
+        return User(name)
+
+    tracker = DomainToolTracker([DomainToolSource(User)])
+    model = ScriptedModel([{'tool': 'get_user', 'arguments': {'name': 'Ada'}}, {'tool': 'profile'}, 'Done.'])
     agent = Agent(model, tools=[get_user, *tracker.placeholders()],
                   injection_strategies=[ToolChainingInjectionStrategy(tracker, offer_results=True)])
+    print(agent.run_sync('Show Ada').messages[-2].content)
+    #> Profile for Ada
     ```
     """
 
@@ -249,8 +263,6 @@ class ToolChainingInjectionStrategy:
         self._injected: tuple[str, ...] = ()
 
     def evaluate(self, event: ToolCallOutcome) -> ToolInjection | None:
-        from toolweave.agent._injection import ToolInjection
-
         if self.offer_results:
             for item in unpack_artifact(event.result.artifact):
                 self.tracker.offer(item, event.process)

@@ -1,4 +1,4 @@
-"""Unlock conditions of a `PlaybookTool` and the context they are evaluated against (PB-2..PB-8, PB-13)."""
+"""Unlock conditions of a `PlaybookTool` and the context they are evaluated against."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ class PlaybookContext:
     """
 
     called_tools: tuple[str, ...] = ()
-    """Names of the sub-tools run so far, in call order (locked refusals are not calls, PB-9)."""
+    """Names of the sub-tools run so far, in call order (locked refusals are not calls)."""
     artifacts: tuple[object, ...] = ()
-    """Artifacts the sub-tools returned so far, collections element by element, `None`s dropped (PB-11)."""
+    """Artifacts the sub-tools returned so far, collections element by element, `None`s dropped."""
     iteration_count: int = 0
     """How many sub-tool calls have run."""
     process: AgentProcess | None = None
@@ -70,7 +70,7 @@ class UnlockCondition(ABC):
     def is_satisfied(self, context: PlaybookContext) -> bool: ...
 
     def hint(self, context: PlaybookContext) -> str:
-        """What the model must do first; shown while the condition does not hold (PB-8)."""
+        """What the model must do first; shown while the condition does not hold."""
         return _UNMET
 
     def __and__(self, other: UnlockCondition) -> AllOf:
@@ -89,7 +89,7 @@ def _tool_name(tool: object) -> str:
 
 
 class AfterTools(UnlockCondition):
-    """Holds once every named tool has been called (and then stays true, PB-13)."""
+    """Holds once every named tool has been called (and then stays true)."""
 
     def __init__(self, *tools: Tool | str) -> None:
         if not tools:
@@ -134,7 +134,7 @@ class AnyOf(UnlockCondition):
 
 
 class AllOf(UnlockCondition):
-    """Holds when all of its conditions hold; a partial match is not enough (PB-4)."""
+    """Holds when all of its conditions hold; a partial match is not enough."""
 
     def __init__(self, *conditions: UnlockCondition) -> None:
         self.conditions = _check_conditions(conditions, 'AllOf')
@@ -150,7 +150,7 @@ class AllOf(UnlockCondition):
 
 
 class OnArtifact(UnlockCondition):
-    """Holds once a sub-tool has returned an artifact of this type (subclasses too, PB-5)."""
+    """Holds once a sub-tool has returned an artifact of this type (subclasses too)."""
 
     def __init__(self, cls: type[Any]) -> None:
         if not isinstance(cls, type):
@@ -208,7 +208,7 @@ class OnBlackboardMatching(UnlockCondition):
 
 
 class WhenPredicate(UnlockCondition):
-    """Holds while `predicate(context)` is true; unlike `AfterTools` it may lock again (PB-13)."""
+    """Holds while `predicate(context)` is true; unlike `AfterTools` it may lock again."""
 
     def __init__(self, predicate: Callable[[PlaybookContext], bool]) -> None:
         self.predicate = _check_callable(predicate, 'WhenPredicate', '(PlaybookContext) -> bool')

@@ -1,13 +1,13 @@
-"""`PlaybookTool`: an agentic tool whose sub-tools unlock progressively, by conditions (PB-1..PB-16)."""
+"""`PlaybookTool`: an agentic tool whose sub-tools unlock progressively, by conditions."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolweave.agent._process import current_process
+from toolweave.agent import Blackboard, current_process
 from toolweave.agentic._base import (
     NO_PROCESS,
     RunState,
@@ -19,6 +19,7 @@ from toolweave.agentic._base import (
 )
 from toolweave.agentic._conditions import (
     AfterTools,
+    AllOf,
     AnyOf,
     OnArtifact,
     OnArtifactMatching,
@@ -31,13 +32,8 @@ from toolweave.agentic._conditions import (
     prerequisite_names,
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
-
-if TYPE_CHECKING:
-    from toolweave.agent._blackboard import Blackboard
+from toolweave.progressive import UnfoldingTool
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, ToolsetItem
 
 __all__ = ('LOCKED_PREFIX', 'LockedTool', 'PlaybookTool', 'ToolRegistration', 'default_playbook_prompt')
 
@@ -45,7 +41,7 @@ LOCKED_PREFIX = 'This tool is not yet available.'
 
 
 def default_playbook_prompt(description: str) -> str:
-    """The default system prompt of a `PlaybookTool` (PB-15)."""
+    """The default system prompt of a `PlaybookTool`."""
     return ('You are an intelligent agent that can use tools to help you complete tasks.\n'
             f'Use the provided tools to perform the following task:\n{description}\n\n'
             'Note: Some tools may require certain prerequisites before they become available.\n'
@@ -62,7 +58,7 @@ class LockedTool:
 
 @dataclass
 class _PlaybookState:
-    """The calls and artifacts of one invocation (PB-9, PB-11, PB-12)."""
+    """The calls and artifacts of one invocation."""
 
     run: RunState
     called: list[str] = field(default_factory=list)
@@ -81,21 +77,23 @@ class _PlaybookState:
 
 
 class _RecordingTool(TrackingTool):
-    """An always-available sub-tool: runs, then records the call whatever its result (PB-11, PB-12)."""
+    """An always-available sub-tool: runs, then records the call whatever its result (a prerequisite that failed
+    was still used), even when it raised."""
 
     def __init__(self, delegate: Tool, state: _PlaybookState) -> None:
         super().__init__(delegate, state.run)
         self.playbook = state
 
-    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
-        result = await self.delegate.call(arguments, context)
-        self.playbook.record(self.delegate.name)
-        return self.after(result)
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        try:
+            return await super().execute(arguments, context)
+        finally:
+            self.playbook.record(self.delegate.name)
 
 
 class _ConditionalTool(_RecordingTool):
-    """A locked sub-tool: refuses (without running or recording, PB-8, PB-9) until its condition holds, checked
-    on every call (PB-13); while locked its description says why (PB-10)."""
+    """A locked sub-tool: refuses (without running or recording the call) until its condition holds, checked on
+    every call; while locked its description says why."""
 
     def __init__(self, delegate: Tool, condition: UnlockCondition, state: _PlaybookState) -> None:
         super().__init__(delegate, state)
@@ -113,17 +111,19 @@ class _ConditionalTool(_RecordingTool):
             return original
         return original.with_description(f'{original.description}\n\n{message}')
 
-    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         message = self._locked_message()
         if message is not None:
             return ToolResult.success(message)
-        return await super().call(arguments, context)
+        return await super().execute(arguments, context)
 
 
 class ToolRegistration:
-    """`playbook.with_tool(tool)`: say what unlocks the tool; each form returns the new `PlaybookTool` (PB-7).
+    """`playbook.with_tool(tool)`: say what unlocks the tool; each form returns the new `PlaybookTool`.
 
-    Calling the registration itself is the curried form of `unlocked_by`: `playbook.with_tool(analyze)(search)`.
+    Calling the registration itself is the curried form: `playbook.with_tool(analyze)(search)` unlocks `analyze`
+    once `search` has been called, and `playbook.with_tool(report)(Analysis)` once a sub-tool has returned an
+    `Analysis` artifact.
     """
 
     def __init__(self, tool: Tool, playbook: PlaybookTool) -> None:
@@ -137,8 +137,14 @@ class ToolRegistration:
         """Unlocked once every one of `tools` has been called."""
         return self._lock(AfterTools(*tools))
 
-    def __call__(self, *tools: Tool | str) -> PlaybookTool:
-        return self.unlocked_by(*tools)
+    def __call__(self, *prerequisites: Tool | str | type[Any]) -> PlaybookTool:
+        """Unlocked once every prerequisite is met: a tool (or tool name) called, a class produced as an artifact."""
+        classes = [item for item in prerequisites if isinstance(item, type)]
+        tools = [item for item in prerequisites if not isinstance(item, type)]
+        conditions: list[UnlockCondition] = [OnArtifact(cls) for cls in classes]
+        if tools or not classes:
+            conditions.insert(0, AfterTools(*tools))
+        return self._lock(conditions[0] if len(conditions) == 1 else AllOf(*conditions))
 
     def unlocked_by_all(self, *tools: Tool | str) -> PlaybookTool:
         """Unlocked once every one of `tools` has been called: `AfterTools(*tools)`."""
@@ -177,15 +183,33 @@ class PlaybookTool(ToolListAgenticTool):
 
     A locked tool is still offered, its description ending with why it is locked; calling it returns
     `This tool is not yet available. <hint>` without running it or counting the call. Conditions are checked
-    on every call and every time the description is read. Chained domain tools are never locked (TC-11). The
-    result is packaged like `SimpleAgenticTool`'s (PB-16).
+    on every call and every time the description is read. Chained domain tools are never locked. The result is
+    packaged like `SimpleAgenticTool`'s.
 
     ```python
-    researcher = (PlaybookTool('researcher', 'Research and analyze topics', model=model)
-                  .with_tools(search, fetch)            # always available
-                  .with_tool(analyze).unlocked_by(search)
-                  .with_tool(report).unlocked_by_all(search, analyze)
-                  .with_tool(finish).unlocked_when(lambda ctx: ctx.iteration_count >= 3))
+    from toolweave import Agent, PlaybookTool, tool
+    from toolweave.testing import ScriptedModel
+
+    @tool
+    def search(topic: str) -> str:
+        \'\'\'Search the web.\'\'\'
+        return f'3 pages about {topic}'
+
+    @tool
+    def analyze() -> str:
+        \'\'\'Analyze what was found.\'\'\'
+        return 'analysis done'
+
+    inner = ScriptedModel([{'tool': 'analyze', 'arguments': {}},  # locked: nothing searched yet
+                           {'tool': 'search', 'arguments': {'topic': 'tides'}},
+                           {'tool': 'analyze', 'arguments': {}}, 'Tides follow the moon.'])
+    researcher = (PlaybookTool('researcher', 'Research and analyze topics', model=inner)
+                  .with_tools(search)                      # always available
+                  .with_tool(analyze).unlocked_by(search))  # once `search` has run
+    outer = ScriptedModel([{'tool': 'researcher', 'arguments': {}}, 'Done.'])
+    Agent(outer, tools=[researcher]).run_sync('Research tides')
+    print([m.content for m in inner.requests[1].messages if m.role == 'tool'][0][:31])
+    #> This tool is not yet available.
     ```
     """
 
@@ -205,7 +229,7 @@ class PlaybookTool(ToolListAgenticTool):
     def _all_static(self) -> list[Tool]:
         return [*self.tools, *(locked.tool for locked in self.locked_tools)]
 
-    def with_tools(self, *tools: Any) -> PlaybookTool:
+    def with_tools(self, *tools: ToolsetItem) -> PlaybookTool:
         """A copy with more always-available sub-tools."""
         added = (*self.tools, *resolve_tools(tools, f'with_tools of PlaybookTool {self.name!r}'))
         check_unique([*added, *(locked.tool for locked in self.locked_tools)], f'PlaybookTool {self.name!r}')
@@ -218,7 +242,7 @@ class PlaybookTool(ToolListAgenticTool):
     def with_tool_objects(self, *objects: object) -> PlaybookTool:
         return self.with_tools(*object_tools(objects))
 
-    def with_tool(self, tool: Any) -> ToolRegistration:
+    def with_tool(self, tool: ToolsetItem) -> ToolRegistration:
         """Start registering a locked sub-tool; finish with one of the `ToolRegistration` forms."""
         resolved = resolve_tools([tool], f'with_tool of PlaybookTool {self.name!r}')
         if len(resolved) != 1:
@@ -233,9 +257,7 @@ class PlaybookTool(ToolListAgenticTool):
     def _check_prerequisites(self) -> None:
         """A prerequisite naming no tool of this playbook could never be met: a developer mistake (a typo, or a
         tool not added). Auto-discovery and unfolding sub-tools may bring other names, so then it is not checked."""
-        from toolweave.progressive._unfolding import find_unfolding
-
-        if self.auto_discovery or any(find_unfolding(tool) is not None for tool in self._all_static()):
+        if self.auto_discovery or any(tool.layer(UnfoldingTool) is not None for tool in self._all_static()):
             return
         known = {tool.name for tool in self._all_static()}
         known.update(name for source in self.domain_tool_sources for name in source.tool_names)
@@ -249,7 +271,7 @@ class PlaybookTool(ToolListAgenticTool):
                 )
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        if not self._all_static() and not self.has_tool_chaining:  # PB-14, TC-12
+        if not self._all_static() and not self.has_tool_chaining:  # chaining alone is enough to go on
             return ToolResult.failure('No tools available for PlaybookTool')
         process = current_process()
         if process is None:
@@ -263,6 +285,6 @@ class PlaybookTool(ToolListAgenticTool):
         tools.extend(_ConditionalTool(locked.tool, locked.condition, state) for locked in self.locked_tools)
         tools.extend(self.placeholders(state.run))
         instructions = self.make_prompt(process, text, default_playbook_prompt(self.description))
-        result = await self.run_inner(process, context, tools, instructions, text, state.run,
+        result = await self.run_inner(context, tools, instructions, text, state.run,
                                       lambda tool: _RecordingTool(tool, state))
         return state.run.package(result.output)

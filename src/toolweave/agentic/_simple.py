@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from toolweave.agent._process import current_process
+from toolweave.agent import current_process
 from toolweave.agentic._base import (
     NO_PROCESS,
     ToolListAgenticTool,
@@ -14,9 +12,7 @@ from toolweave.agentic._base import (
     object_tools,
     resolve_tools,
 )
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolResult, ToolsetItem
 
 __all__ = ('SimpleAgenticTool',)
 
@@ -25,7 +21,7 @@ class SimpleAgenticTool(ToolListAgenticTool):
     """An agentic tool whose sub-tools are all available from the start: the inner model uses them freely.
 
     The result is the inner model's final answer. Artifacts (structured values) the sub-tools return are
-    packaged with it (PB-16): none gives a text result, one gives a result whose `value` is that object, more
+    packaged with it: none gives a text result, one gives a result whose `value` is that object, more
     give the list. Collections are unpacked element by element. See `AgenticTool` for the model, process,
     input and context rules.
 
@@ -49,14 +45,14 @@ class SimpleAgenticTool(ToolListAgenticTool):
 
     kind = 'SimpleAgenticTool'
 
-    def with_tools(self, *tools: Any) -> SimpleAgenticTool:
+    def with_tools(self, *tools: ToolsetItem) -> SimpleAgenticTool:
         """A copy with more sub-tools (tools, functions or objects with `@tool` methods)."""
         added = (*self.tools, *resolve_tools(tools, f'with_tools of SimpleAgenticTool {self.name!r}'))
         check_unique(added, f'SimpleAgenticTool {self.name!r}')
         return self._copy(tools=added)
 
     def with_tool_object(self, obj: object) -> SimpleAgenticTool:
-        """A copy with the `@tool` methods of `obj` as sub-tools; an object without any is ignored (DT-9)."""
+        """A copy with the tools `obj` stands for as sub-tools; an object with none is ignored."""
         return self.with_tool_objects(obj)
 
     def with_tool_objects(self, *objects: object) -> SimpleAgenticTool:
@@ -66,7 +62,7 @@ class SimpleAgenticTool(ToolListAgenticTool):
         return self._copy(tools=added)
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        if not self.tools and not self.has_tool_chaining:  # TC-12: chaining alone is enough
+        if not self.tools and not self.has_tool_chaining:  # chaining alone is enough to go on
             return ToolResult.failure('No tools available for SimpleAgenticTool')
         process = current_process()
         if process is None:
@@ -78,5 +74,5 @@ class SimpleAgenticTool(ToolListAgenticTool):
         tools: list[Tool] = [TrackingTool(tool, state) for tool in self.tools]
         tools.extend(self.placeholders(state))
         instructions = self.make_prompt(process, text, default_system_prompt(self.description))
-        result = await self.run_inner(process, context, tools, instructions, text, state)
+        result = await self.run_inner(context, tools, instructions, text, state)
         return state.package(result.output)

@@ -1,13 +1,13 @@
-"""`StateMachineTool`: an agentic tool whose sub-tools are bound to the states of an enum (SM-1..SM-14)."""
+"""`StateMachineTool`: an agentic tool whose sub-tools are bound to the states of an enum."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
-from toolweave.agent._process import AgentProcess, current_process
+from toolweave.agent import AgentProcess, current_process
 from toolweave.agentic._base import (
     DEFAULT_MAX_ITERATIONS,
     NO_PROCESS,
@@ -20,12 +20,17 @@ from toolweave.agentic._base import (
     resolve_tools,
 )
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.models._base import Model, ModelSettings
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._programmatic import Parameter
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.models import Model, ModelSettings
+from toolweave.tools import (
+    Parameter,
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    ToolsetItem,
+)
 
 __all__ = ('StateBuilder', 'StateMachineTool', 'StateToolRegistration', 'default_state_machine_prompt')
 
@@ -36,7 +41,7 @@ StatePrompt = Callable[[AgentProcess, str, Any], str]
 
 
 def default_state_machine_prompt(description: str, state: Enum) -> str:
-    """The default system prompt of a `StateMachineTool` (SM-14)."""
+    """The default system prompt of a `StateMachineTool`."""
     return ('You are an intelligent agent that can use tools to complete tasks.\n\n'
             f'Current state: {state.name}\n\n'
             f'Task: {description}\n\n'
@@ -46,7 +51,7 @@ def default_state_machine_prompt(description: str, state: Enum) -> str:
 
 
 class _StateHolder:
-    """The current state of one invocation (SM-13)."""
+    """The current state of one invocation (each call starts in the initial state)."""
 
     def __init__(self, state: Enum) -> None:
         self.current = state
@@ -54,7 +59,7 @@ class _StateHolder:
 
 
 class _StateBoundTool(TrackingTool):
-    """A sub-tool that runs only in its state and, after a successful call, moves to its target (SM-3..SM-7)."""
+    """A sub-tool that runs only in its state and, after a successful call, moves to its target."""
 
     def __init__(self, delegate: Tool, state: Enum, target: Enum | None, holder: _StateHolder, run: RunState) -> None:
         super().__init__(delegate, run)
@@ -69,20 +74,20 @@ class _StateBoundTool(TrackingTool):
     def definition(self) -> ToolDefinition:
         return self._definition
 
-    async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         current = self.holder.current
         if current != self.available_in:
             return ToolResult.success(f'This tool is not available in the current state ({current.name}). '
                                       f'It is only available in state: {self.available_in.name}')
-        result = await self.delegate.call(arguments, context)
-        if result.ok and self.target is not None:  # SM-5: an error result does not transition
+        result = await self.delegate.execute(arguments, context)
+        if result.ok and self.target is not None:  # a failure does not move the state
             with self.holder.lock:
                 self.holder.current = self.target
         return self.after(result)
 
 
 class _GlobalStateTool(TrackingTool):
-    """A sub-tool available in every state; it never transitions (SM-8)."""
+    """A sub-tool available in every state; it never transitions."""
 
     def __init__(self, delegate: Tool, run: RunState) -> None:
         super().__init__(delegate, run)
@@ -98,23 +103,44 @@ class StateMachineTool(AgenticTool, Generic[S]):
     """An agentic tool whose sub-tools are available only in given states of an enum and may move the
     invocation to another state when they succeed. Global tools work in every state.
 
-    Each call starts in the initial state (SM-13); the inner model sees every tool, each description saying
-    where it is available. Calling a tool in the wrong state returns a note naming the current and the needed
-    state, without running it. The result is always the inner model's text (SM-14). Chained domain tools are
-    global (TC-11). See `AgenticTool` for the model, process, input and context rules.
+    Each call starts in the initial state; the inner model sees every tool, each description saying where it is
+    available. Calling a tool in the wrong state returns a note naming the current and the needed state, without
+    running it. The result is always the inner model's text (no artifact packaging). Chained domain tools are
+    global. See `AgenticTool` for the model, process, input and context rules.
 
     ```python
+    from enum import Enum
+    from toolweave import Agent, StateMachineTool, tool
+    from toolweave.testing import ScriptedModel
+
     class Order(Enum):
         DRAFT = 'draft'
         CONFIRMED = 'confirmed'
         SHIPPED = 'shipped'
 
-    orders = (StateMachineTool('orders', 'Process orders', Order, model=model)
+    @tool
+    def confirm() -> str:
+        \'\'\'Confirm the order.\'\'\'
+        return 'confirmed'
+
+    @tool
+    def ship() -> str:
+        \'\'\'Ship the order.\'\'\'
+        return 'shipped'
+
+    inner = ScriptedModel([{'tool': 'ship'}, {'tool': 'confirm'}, {'tool': 'ship'}, 'Shipped.'])
+    orders = (StateMachineTool('orders', 'Process orders', Order, model=inner)
               .with_initial_state(Order.DRAFT)
-              .in_state(Order.DRAFT).with_tool(add_item).with_tool(confirm).transitions_to(Order.CONFIRMED)
+              .in_state(Order.DRAFT).with_tool(confirm).transitions_to(Order.CONFIRMED)
               .in_state(Order.CONFIRMED).with_tool(ship).transitions_to(Order.SHIPPED)
-              .build()
-              .with_global_tools(status))
+              .build())
+    Agent(ScriptedModel([{'tool': 'orders'}, 'Done.']), tools=[orders]).run_sync('Ship it')
+    for message in inner.last_messages:
+        if message.role == 'tool':
+            print(message.content)
+    #> This tool is not available in the current state (DRAFT). It is only available in state: CONFIRMED
+    #> confirmed
+    #> shipped
     ```
     """
 
@@ -160,25 +186,25 @@ class StateMachineTool(AgenticTool, Generic[S]):
         return self._copy(initial_state=self._check_state(state, 'initial'))
 
     def starting_in(self, state: S) -> StateMachineTool[S]:
-        """A copy that starts in `state`, for resuming at runtime; the original is unchanged (SM-1)."""
+        """A copy that starts in `state`, for resuming at runtime; the original is unchanged."""
         return self.with_initial_state(state)
 
     def in_state(self, state: S) -> StateBuilder[S]:
         """Start registering tools available in `state`."""
         return StateBuilder(self._check_state(state, 'registration'), self)
 
-    def with_global_tool(self, tool: Any) -> StateMachineTool[S]:
+    def with_global_tool(self, tool: ToolsetItem) -> StateMachineTool[S]:
         """A copy with one more tool available in every state."""
         return self.with_global_tools(tool)
 
-    def with_global_tools(self, *tools: Any) -> StateMachineTool[S]:
+    def with_global_tools(self, *tools: ToolsetItem) -> StateMachineTool[S]:
         """A copy with more tools available in every state."""
         added = (*self.global_tools, *resolve_tools(tools, f'with_global_tools of StateMachineTool {self.name!r}'))
         check_unique([*(tool for _, tool, _ in self.state_tools), *added], f'StateMachineTool {self.name!r}')
         return self._copy(global_tools=added)
 
     def with_tool_object(self, obj: object) -> StateMachineTool[S]:
-        """A copy with the `@tool` methods of `obj` as global tools (SM-14); objects without any are ignored."""
+        """A copy with the tools `obj` stands for as global tools; objects with none are ignored."""
         return self.with_global_tools(*object_tools([obj]))
 
     def with_tool_objects(self, *objects: object) -> StateMachineTool[S]:
@@ -226,23 +252,23 @@ class StateMachineTool(AgenticTool, Generic[S]):
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         initial = self.initial_state
-        if initial is None:  # SM-9: before the process check
+        if initial is None:  # checked before the process: a misconfiguration, wherever it is called
             return ToolResult.failure('No initial state configured for StateMachineTool')
         process = current_process()
-        if process is None:  # SM-10
+        if process is None:
             return ToolResult.failure(NO_PROCESS)
-        if not self.state_tools and not self.global_tools and not self.has_tool_chaining:  # SM-11
+        if not self.state_tools and not self.global_tools and not self.has_tool_chaining:
             return ToolResult.failure('No tools registered for StateMachineTool')
         text = self.input_text(arguments)
         if isinstance(text, ToolResult):
             return text
-        run = self.new_state(unpack_collections=False)  # TC-7: the state machine never chains from collections
+        run = self.new_state(unpack_collections=False)  # the state machine never chains from collections
         holder = _StateHolder(initial)
         tools: list[Tool] = [_StateBoundTool(tool, state, target, holder, run)
                              for state, tool, target in self.state_tools]
         tools.extend(_GlobalStateTool(tool, run) for tool in self.global_tools)
         tools.extend(self.placeholders(run))
-        result = await self.run_inner(process, context, tools, self._prompt(process, text, initial), text, run)
+        result = await self.run_inner(context, tools, self._prompt(process, text, initial), text, run)
         return ToolResult.success(result.output)
 
 
@@ -253,7 +279,7 @@ class StateBuilder(Generic[S]):
         self.state = state
         self.machine = machine
 
-    def with_tool(self, tool: Any) -> StateToolRegistration[S]:
+    def with_tool(self, tool: ToolsetItem) -> StateToolRegistration[S]:
         """Register a tool in this state; chain `.transitions_to(target)` to make it move the state."""
         resolved = resolve_tools([tool], f'with_tool of StateMachineTool {self.machine.name!r}')
         if len(resolved) != 1:
@@ -264,7 +290,7 @@ class StateBuilder(Generic[S]):
     def in_state(self, state: S) -> StateBuilder[S]:
         return self.machine.in_state(state)
 
-    def with_global_tool(self, tool: Any) -> StateMachineTool[S]:
+    def with_global_tool(self, tool: ToolsetItem) -> StateMachineTool[S]:
         return self.machine.with_global_tool(tool)
 
     def build(self) -> StateMachineTool[S]:
@@ -281,10 +307,10 @@ class StateToolRegistration(Generic[S]):
         self.machine = machine
 
     def transitions_to(self, target: S) -> StateBuilder[S]:
-        """After a successful call the state moves to `target` (an error result does not move it, SM-5)."""
+        """After a successful call the state moves to `target` (a failure does not move it)."""
         return StateBuilder(self.state, self.machine._add_state_tool(self.state, self.tool, target))
 
-    def with_tool(self, tool: Any) -> StateToolRegistration[S]:
+    def with_tool(self, tool: ToolsetItem) -> StateToolRegistration[S]:
         return StateBuilder(self.state, self.machine._add_state_tool(self.state, self.tool, None)).with_tool(tool)
 
     def in_state(self, state: S) -> StateBuilder[S]:

@@ -1,10 +1,10 @@
-"""Built-in tools a model can use to look at and speak from the agent run it is part of (spec §14f).
+"""Built-in tools a model can use to look at and speak from the agent run it is part of.
 
 - `process_tools()`: `process_status`, `process_budget`, `process_cost`, `process_history`,
-  `process_tools_stats`, `process_models` (BI-1, BI-2);
+  `process_tools_stats`, `process_models`;
 - `blackboard_tools()`: `blackboard_list`, `blackboard_get`, `blackboard_last`, `blackboard_describe`,
-  `blackboard_count` (BI-3..BI-6);
-- `progress_tool()` and `communicate_tool()` (BI-7, BI-8).
+  `blackboard_count`;
+- `progress_tool()` and `communicate_tool()`.
 
 Every tool reads `current_process()` when it is called, so the same tool objects serve every run; outside a
 run each answers with a fixed sentence instead of failing.
@@ -12,6 +12,7 @@ run each answers with a fixed sentence instead of failing.
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.builtins._blackboard_tools import (
     BlackboardEntryFormatter,
     HasContent,
@@ -24,20 +25,18 @@ from toolweave.builtins._process_tools import ModelPrice, process_tools
 from toolweave.builtins._progress import USER_OUTPUT_KEY, communicate_tool, progress_tool
 
 __all__ = (
-    'USER_OUTPUT_KEY',
+    'blackboard_facade',
+    'blackboard_tools',
     'BlackboardEntryFormatter',
+    'communicate_tool',
+    'format_blackboard_entry',
     'HasContent',
     'HasInfoString',
     'ModelPrice',
-    'blackboard_facade',
-    'blackboard_tools',
-    'communicate_tool',
-    'format_blackboard_entry',
     'process_tools',
     'process_tools_facade',
     'progress_tool',
+    'USER_OUTPUT_KEY',
 )
 
-# reprs and docs show the public path (`ModelPrice` is also exported at the top level)
-ModelPrice.__module__ = 'toolweave'
-HasContent.__module__ = HasInfoString.__module__ = 'toolweave.builtins'
+_present('toolweave.builtins', __all__, globals())

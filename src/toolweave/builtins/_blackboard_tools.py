@@ -1,8 +1,8 @@
-"""Blackboard tools (BI-3..BI-6): a model lists, reads and counts the objects of the run it is part of.
+"""Blackboard tools: a model lists, reads and counts the objects of the run it is part of.
 
 Each tool reads `current_process().blackboard` when called (a sub-agent sees its own board, which includes its
-parent's objects). Messages are the exact sentences of BI-4; they are plain text results, not errors, so a
-model reads "nothing there" as an answer rather than as a broken tool.
+parent's objects). Messages are fixed sentences (a model and a test can rely on them); they are plain text
+results, not errors, so a model reads "nothing there" as an answer rather than as a broken tool.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel
 
-from toolweave.agent._blackboard import Blackboard, type_matches
-from toolweave.agent._process import current_process
+from toolweave.agent import Blackboard, current_process
+from toolweave.agent._blackboard import type_matches
 from toolweave.builtins._common import BuiltinTool, metadata, read_string, string_schema
 from toolweave.exceptions import UserError
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
+from toolweave.tools import ToolDefinition, ToolResult
 
 __all__ = (
     'BLACKBOARD_FACADE_DESCRIPTION',
@@ -48,21 +47,21 @@ _TYPE_NAME = "The type name (e.g., 'User' or 'myapp.models.User')"
 
 @runtime_checkable
 class HasInfoString(Protocol):
-    """An object that describes itself for a model (BI-6): `info_string(verbose=True, indent=0)` is used."""
+    """An object that describes itself for a model: `info_string(verbose=True, indent=0)` is used."""
 
     def info_string(self, verbose: bool | None = None, indent: int = 0) -> str: ...
 
 
 @runtime_checkable
 class HasContent(Protocol):
-    """An object whose `content` text is what a model should read (BI-6), when it has no `info_string`."""
+    """An object whose `content` text is what a model should read, when it has no `info_string`."""
 
     @property
     def content(self) -> str: ...
 
 
 def format_blackboard_entry(value: object) -> str:
-    """The default formatting of a blackboard object (BI-6): its `info_string(verbose=True, indent=0)` if it
+    """The default formatting of a blackboard object: its `info_string(verbose=True, indent=0)` if it
     has one, else its `content` if that is a string, else `str(value)`.
 
     ```python
@@ -86,7 +85,7 @@ def format_blackboard_entry(value: object) -> str:
 
 
 def blackboard_tools(formatter: BlackboardEntryFormatter | None = None) -> list[BuiltinTool]:
-    """The five blackboard tools (BI-3): `blackboard_list`, `blackboard_get` (`name`), `blackboard_last`
+    """The five blackboard tools: `blackboard_list`, `blackboard_get` (`name`), `blackboard_last`
     (`typeName`), `blackboard_describe` (`name`) and `blackboard_count` (`typeName`).
 
     Args:
@@ -147,7 +146,7 @@ def _check_formatter(formatter: BlackboardEntryFormatter | None) -> BlackboardEn
 
 def _with_board(body: Callable[[Blackboard, dict[str, Any]], str]) -> Callable[[dict[str, Any]], ToolResult]:
     def handler(arguments: dict[str, Any]) -> ToolResult:
-        process = current_process()  # BI-4: the process check comes before the parameter checks
+        process = current_process()  # the process check comes before the parameter checks
         return ToolResult.success(NO_PROCESS if process is None else body(process.blackboard, arguments))
 
     return handler
@@ -189,7 +188,7 @@ def _list(board: Blackboard, arguments: dict[str, Any]) -> str:
 
 
 def _bound(board: Blackboard, arguments: dict[str, Any], tool_name: str) -> tuple[str, object] | str:
-    """The name asked for and the object bound to it (the latest binding wins), or the BI-4 sentence to return."""
+    """The name asked for and the object bound to it (the latest binding wins), or the sentence to return."""
     name = read_string(arguments, 'name', tool_name)
     if name is None:
         return 'Missing required parameter: name'
@@ -238,7 +237,7 @@ def _last(board: Blackboard, arguments: dict[str, Any], fmt: BlackboardEntryForm
     type_name = _type_argument(arguments, 'blackboard_last')
     if type_name is None:
         return 'Missing required parameter: typeName'
-    for entry in reversed(board.entries):  # BI-5: the most recent match
+    for entry in reversed(board.entries):  # the most recent match
         if type_matches(entry.value, type_name):
             text = _format(fmt, entry.value, f'matching {type_name!r}')
             return f'Last {_type_name(entry.value)}:\n{text}'

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
+from toolweave.tools import (
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    load_arguments,
+)
 
 __all__ = ('BuiltinTool', 'format_count', 'format_duration', 'metadata', 'read_string', 'string_schema')
 

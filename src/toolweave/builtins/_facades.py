@@ -1,9 +1,8 @@
-"""The built-in tool sets as unfolding facades (BI-1, BI-3): one tool the model sees until it asks for more."""
+"""The built-in tool sets as unfolding facades: one tool the model sees until it asks for more."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from toolweave.builtins._blackboard_tools import (
     BLACKBOARD_FACADE_DESCRIPTION,
@@ -17,26 +16,20 @@ from toolweave.builtins._process_tools import (
     ModelPrice,
     process_tools,
 )
-
-if TYPE_CHECKING:
-    from toolweave.progressive import UnfoldingTool
+from toolweave.progressive import UnfoldingTool
 
 __all__ = ('blackboard_facade', 'process_tools_facade')
 
 
 def process_tools_facade(*, prices: Mapping[str, ModelPrice] | None = None) -> UnfoldingTool:
-    """The process tools behind one facade named `agent_process` (BI-1): calling it unfolds the six
+    """The process tools behind one facade named `agent_process`: calling it unfolds the six
     `process_*` tools (see `process_tools`)."""
-    from toolweave.progressive import UnfoldingTool  # progressive disclosure is a separate part; load it on use
-
     return UnfoldingTool.of('agent_process', PROCESS_FACADE_DESCRIPTION, process_tools(prices=prices),
                             child_tool_usage_notes=PROCESS_FACADE_NOTES)
 
 
 def blackboard_facade(formatter: BlackboardEntryFormatter | None = None) -> UnfoldingTool:
-    """The blackboard tools behind one facade named `blackboard` (BI-3): calling it unfolds the five
+    """The blackboard tools behind one facade named `blackboard`: calling it unfolds the five
     `blackboard_*` tools (see `blackboard_tools`)."""
-    from toolweave.progressive import UnfoldingTool
-
     return UnfoldingTool.of('blackboard', BLACKBOARD_FACADE_DESCRIPTION, blackboard_tools(formatter),
                             child_tool_usage_notes=BLACKBOARD_FACADE_NOTES)

@@ -1,7 +1,7 @@
-"""Process introspection tools (BI-1, BI-2): a model reads the state of the agent run it is part of.
+"""Process introspection tools: a model reads the state of the agent run it is part of.
 
 Each tool reads `current_process()` when it is called, so one set of tools serves every run (and every
-sub-agent run: a sub-agent sees its own process). Outside a run each returns the BI-2 sentence as text.
+sub-agent run: a sub-agent sees its own process). Outside a run each returns a fixed sentence saying so, as text.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from toolweave.agent._process import AgentProcess, current_process
+from toolweave._checks import check_number
+from toolweave.agent import AgentProcess, current_process
 from toolweave.builtins._common import BuiltinTool, format_count, format_duration, metadata
 from toolweave.exceptions import UserError
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
+from toolweave.tools import ToolDefinition, ToolResult
 
 __all__ = (
     'MAX_HISTORY_LINES',
@@ -59,10 +59,7 @@ class ModelPrice:
 
     def __post_init__(self) -> None:
         for name in ('input', 'output'):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise UserError(f'ModelPrice.{name} must be a number of dollars per million tokens >= 0, '
-                                f'got {value!r}.')
+            check_number(getattr(self, name), f'ModelPrice.{name}')  # dollars per million tokens
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         """Dollars for this many tokens."""
@@ -70,7 +67,7 @@ class ModelPrice:
 
 
 def process_tools(*, prices: Mapping[str, ModelPrice] | None = None) -> list[BuiltinTool]:
-    """The six process introspection tools (BI-1): `process_status`, `process_budget`, `process_cost`,
+    """The six process introspection tools: `process_status`, `process_budget`, `process_cost`,
     `process_history`, `process_tools_stats` and `process_models`. None takes arguments.
 
     Args:

@@ -1,4 +1,4 @@
-"""`progress` and `communicate` (BI-7, BI-8): a model talks to the user while the run goes on.
+"""`progress` and `communicate`: a model talks to the user while the run goes on.
 
 `progress` emits a transient `ProgressEvent` (a live status line); `communicate` emits a persistent
 `MessageEvent` carrying an assistant message (a chat bubble that stays). Outside an agent run both log a
@@ -10,10 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolweave.agent._process import current_process
+from toolweave.agent import current_process
 from toolweave.builtins._common import BuiltinTool, metadata, read_string, string_schema
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
+from toolweave.tools import ToolDefinition, ToolResult
 
 __all__ = ('USER_OUTPUT_KEY', 'communicate_tool', 'progress_tool')
 
@@ -26,7 +25,7 @@ CATEGORY = 'communication'
 
 
 def progress_tool() -> BuiltinTool:
-    """The `progress` tool (BI-7): one required string parameter, `status`.
+    """The `progress` tool: one required string parameter, `status`.
 
     In a run it calls `AgentProcess.report_progress(status)` (a transient `ProgressEvent`) and returns
     `Progress reported: <status>`. A missing or blank `status` fails with `Missing 'status' parameter`.
@@ -48,7 +47,7 @@ def progress_tool() -> BuiltinTool:
 
 
 def communicate_tool() -> BuiltinTool:
-    """The `communicate` tool (BI-8): one required string parameter, `message`.
+    """The `communicate` tool: one required string parameter, `message`.
 
     In a run it calls `AgentProcess.send_message(message)` (a persistent `MessageEvent` with an assistant
     message) and returns `Message sent to user.`. A missing or blank `message` fails with

@@ -27,7 +27,8 @@ from toolweave.agent import (
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.exceptions import RunError, ToolweaveError, UserError
-from toolweave.models._base import AssistantMessage, Message, Model
+from toolweave.models import AssistantMessage, Message, Model, infer_model
+from toolweave.tools import Toolset
 
 __all__ = ('chat_command', 'chat_session')
 
@@ -67,7 +68,6 @@ def chat_command(
 
 
 def _load_model(spec: str) -> Model:
-    from toolweave.models import infer_model
 
     try:
         return infer_model(spec)
@@ -88,7 +88,6 @@ def _load_model(spec: str) -> Model:
 
 
 def _load_tools(spec: str | None) -> Any:
-    from toolweave.tools._toolset import Toolset
 
     if spec is None:
         return ()

@@ -17,8 +17,10 @@ from rich.table import Table
 from rich.text import Text
 
 from toolweave.cli._app import app
-from toolweave.testing._models import CHARS_PER_TOKEN
-from toolweave.testing._scenarios import (
+from toolweave.cli._render import render_timeline
+from toolweave.plan import PlanTool, planning_instructions
+from toolweave.testing import CHARS_PER_TOKEN, estimate_tokens, serialize_tools
+from toolweave.testing.scenarios import (
     DEFAULT_LLM_LATENCY,
     DEFAULT_TOOL_LATENCY,
     SCENARIOS,
@@ -26,6 +28,7 @@ from toolweave.testing._scenarios import (
     ScenarioRun,
     run_scenario,
 )
+from toolweave.tools import Toolset
 
 __all__ = ('demo_command', 'run_demo')
 
@@ -87,7 +90,6 @@ async def run_demo(scenarios: list[Scenario], *, speed: float, console: Console,
             console.print(Text('The two modes answered differently!', style='bold red'))
         console.print(Text.assemble(('Answer: ', 'bold'), planned.result.output))
         if timeline and planned.result.plan_runs:
-            from toolweave.cli._render import render_timeline
 
             console.print(render_timeline(planned.result.plan_runs[0], console.width))
     if len(pairs) > 1:
@@ -101,9 +103,6 @@ async def run_demo(scenarios: list[Scenario], *, speed: float, console: Console,
 
 
 def _planning_overhead() -> int:
-    from toolweave.plan import PlanTool, planning_instructions
-    from toolweave.testing._models import estimate_tokens, serialize_tools
-    from toolweave.tools._toolset import Toolset
 
     return estimate_tokens('\n\n' + planning_instructions()) + estimate_tokens(
         serialize_tools([PlanTool(Toolset()).definition]))

@@ -12,7 +12,7 @@ import logging
 import sys
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import anyio
 import typer
@@ -21,17 +21,19 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from toolweave.approval import AutoApproveHandler, ReviewDecision, ReviewHandler, ReviewRequest
+from toolweave.approval import (
+    AutoApproveHandler,
+    ConsoleReviewHandler,
+    ReviewDecision,
+    ReviewHandler,
+    ReviewRequest,
+)
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.cli._render import LiveSteps, format_event, render_report
 from toolweave.exceptions import PlanValidationError, ToolweaveError
-from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolResult
-from toolweave.tools._tool import ToolArguments
-
-if TYPE_CHECKING:
-    from toolweave.plan import Plan, PlanRun
-    from toolweave.tools._toolset import Toolset
+from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 __all__ = ('load_plan_file', 'load_toolset', 'run_command', 'validate_command')
 
@@ -85,7 +87,6 @@ def _parse_json(text: str, where: str) -> Any:
 
 def load_toolset(spec: str) -> Toolset:
     """Import `module:attribute` and resolve it into a Toolset, or a usage error (exit 2) naming the problem."""
-    from toolweave.tools._toolset import Toolset
 
     try:
         obj = load_object(spec)
@@ -123,7 +124,6 @@ def _fail_invalid(console: Console, problems: list[str], *, as_json: bool) -> No
 
 def _checked_plan(data: Any, toolset: Toolset, console: Console, *, as_json: bool) -> Plan:
     """The parsed plan, or exit 1 listing every problem (structure, ids, tools, references, cycles at once)."""
-    from toolweave.plan import parse_plan, validate_plan
 
     problems = validate_plan(data, toolset)
     if problems:
@@ -157,8 +157,6 @@ def validate_command(plan_file: PlanArgument, tools: ToolsOption, json_output: J
 def _waves(plan: Plan, toolset: Toolset) -> tuple[tuple[str, ...], ...]:
     """The plan's waves, computed by the executor itself: a dry run against instant stand-ins of the tools
     (same names and schemas, nothing real is called), so the grouping is exactly what `run` would use."""
-    from toolweave.plan import run_plan
-    from toolweave.tools._toolset import Toolset
 
     stand_ins = Toolset([_StandIn(toolset.get(name).definition) for name in dict.fromkeys(s.tool for s in plan.steps)])
     return anyio.run(partial(run_plan, plan, stand_ins)).waves
@@ -190,7 +188,6 @@ class _RejectAll:
 
 
 def _review_handler(review: Review) -> ReviewHandler:
-    from toolweave._console_review import ConsoleReviewHandler
 
     if review is Review.approve:
         return AutoApproveHandler()
@@ -215,7 +212,6 @@ def run_command(
     json_output: JsonOption = False,
 ) -> None:
     """Run a plan: live step status, then a timeline, the summary the model would see, and totals."""
-    from toolweave.plan import run_plan
 
     console = _console()
     toolset = load_toolset(tools)

@@ -15,8 +15,7 @@ from rich.table import Table
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.exceptions import UserError
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._toolset import Toolset
+from toolweave.tools import ToolDefinition, Toolset
 
 __all__ = ('definition_json', 'resolve_toolset', 'schema_type', 'tools_command')
 

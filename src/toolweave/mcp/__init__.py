@@ -13,6 +13,7 @@ SDK is loaded when a toolset or server is built.
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.mcp._client import McpTool, McpToolset
 from toolweave.mcp._config import GatewayConfig, GatewayMode, PrefixPolicy, ServerConfig
 from toolweave.mcp._content import InvalidNamePolicy, McpCallResult
@@ -24,10 +25,14 @@ from toolweave.mcp._upstream import Backoff
 
 __all__ = (
     'Backoff',
+    'context_from_meta',
+    'default_log_dir',
     'GatewayConfig',
     'GatewayMode',
     'GatewayTool',
     'InvalidNamePolicy',
+    'is_reserved_meta_key',
+    'mcp_server',
     'McpCallResult',
     'McpGateway',
     'McpMetaConverter',
@@ -36,17 +41,11 @@ __all__ = (
     'McpToolset',
     'MetaConverterLike',
     'PrefixPolicy',
-    'ServerConfig',
-    'context_from_meta',
-    'default_log_dir',
-    'is_reserved_meta_key',
-    'mcp_server',
     'serve_http',
     'serve_stdio',
     'serve_stdio_sync',
+    'ServerConfig',
     'streamable_http_app',
 )
 
-for _cls in (McpMetaConverter, McpToolFactory, McpToolset, McpGateway):
-    _cls.__module__ = 'toolweave'  # reprs and docs show the public path
-del _cls
+_present('toolweave.mcp', __all__, globals())

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TextIO
 
+from toolweave._checks import check_number
 from toolweave.exceptions import RunError, ToolConfigurationError, UnknownToolError, UserError
 from toolweave.mcp._content import InvalidNamePolicy, adapt_names, definition_of
 from toolweave.mcp._meta import McpMetaConverter, MetaConverterLike, meta_for_call
@@ -24,11 +25,15 @@ from toolweave.mcp._session import (
     list_all_tools,
     open_client,
 )
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
-from toolweave.tools._toolset import Toolset
+from toolweave.tools import (
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolResult,
+    Toolset,
+    load_arguments,
+)
 
 __all__ = ('McpTool', 'McpToolset', 'mcp_tool_not_found')
 
@@ -38,7 +43,7 @@ _State = Literal['new', 'open', 'closed']
 
 
 def mcp_tool_not_found(name: str, available: Sequence[str]) -> UnknownToolError:
-    """The error of `required_tool_by_name` (BI-9, C8): `MCP tool '<name>' not found. Available: ...`."""
+    """The error of `required_tool_by_name` `MCP tool '<name>' not found. Available: ...`."""
     error = UnknownToolError(name, list(available))
     listing = ', '.join(available) if available else '(none)'
     error.args = (f'MCP tool {name!r} not found. Available: {listing}.',)
@@ -132,8 +137,7 @@ class McpToolset(Toolset):
     ) -> None:
         super().__init__()
         require_mcp()
-        if timeout is not None and not timeout > 0:
-            raise UserError(f'timeout of McpToolset must be > 0 seconds, got {timeout!r}. Use `None` for no limit.')
+        check_number(timeout, 'timeout of McpToolset (None: no limit)', exclusive=True, optional=True, unit='seconds')
         if invalid_names not in ('adapt', 'reject'):
             raise UserError(f"invalid_names of McpToolset must be 'adapt' or 'reject', got {invalid_names!r}.")
         if mode not in ('auto', 'legacy'):
@@ -251,7 +255,7 @@ class McpToolset(Toolset):
             )
         return self._client
 
-    # --- lookups (BI-9) -------------------------------------------------------------------------------------
+    # --- lookups -----------------------------------------------------------------------------------------
 
     def tool_by_name(self, name: str) -> Tool | None:
         """The tool with this name (toolweave's name or the server's original name), or `None`."""

@@ -4,7 +4,6 @@ tool names under toolweave's name rule."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -12,9 +11,11 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
+from toolweave._json import compact
 from toolweave.exceptions import ToolNameError
+from toolweave.tools import ToolResult
 from toolweave.tools._definition import NAME_PATTERN, ToolDefinition, ToolMetadata
-from toolweave.tools._result import NO_MESSAGE, ToolResult
+from toolweave.tools._result import NO_MESSAGE
 
 __all__ = ('HINT_FIELDS', 'InvalidNamePolicy', 'McpCallResult', 'adapt_names', 'annotations_of', 'definition_of',
            'hints_of',
@@ -78,7 +79,7 @@ def to_tool_result(result: Any) -> McpCallResult:
     if structured is None:
         return McpCallResult(text, mcp=result)
     if not text:
-        text = json.dumps(structured, separators=(',', ':'), ensure_ascii=False)
+        text = compact(structured)
     return McpCallResult(text, None, structured, True, mcp=result)
 
 

@@ -1,4 +1,4 @@
-"""`McpToolFactory`: name lookups and tool selections across the tools of several MCP servers (BI-9, BI-10)."""
+"""`McpToolFactory`: name lookups and tool selections across the tools of several MCP servers."""
 
 from __future__ import annotations
 
@@ -6,15 +6,12 @@ import re
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolweave.exceptions import UserError
 from toolweave.mcp._client import McpTool, McpToolset, mcp_tool_not_found
-from toolweave.tools._tool import Tool
-from toolweave.tools._toolset import Toolset
-
-if TYPE_CHECKING:
-    from toolweave.progressive import UnfoldingTool
+from toolweave.progressive import UnfoldingTool
+from toolweave.tools import Tool, Toolset
 
 __all__ = ('McpToolFactory',)
 
@@ -72,7 +69,7 @@ class McpToolFactory:
         return [tool.name for tool in self.tools]
 
     def tool_by_name(self, name: str) -> Tool | None:
-        """The first tool with this name (or, for MCP tools, this server-side name), or `None` (BI-9)."""
+        """The first tool with this name (or, for MCP tools, this server-side name), or `None`."""
         tools = self.tools
         found = next((tool for tool in tools if tool.name == name), None)
         if found is None:
@@ -81,7 +78,7 @@ class McpToolFactory:
 
     def required_tool_by_name(self, name: str) -> Tool:
         """The tool with this name. Raises `UnknownToolError` (a `ValueError`):
-        `MCP tool '<name>' not found. Available: ...` (BI-9, C8)."""
+        `MCP tool '<name>' not found. Available: ...`."""
         found = self.tool_by_name(name)
         if found is None:
             raise mcp_tool_not_found(name, self.names)
@@ -123,7 +120,7 @@ class McpToolFactory:
                             f'{predicate!r}. Use `toolset_by_name([...])` to select by names.')
         return Toolset([tool for tool in self.tools if predicate(tool)])
 
-    # --- facades (BI-10) ------------------------------------------------------------------------------------
+    # --- facades ----------------------------------------------------------------------------------------
 
     def unfolding_by_name(self, name: str, description: str, names: Iterable[str], **options: Any) -> UnfoldingTool:
         """A facade over the tools whose name is one of `names` (exact membership). `options` go to
@@ -148,6 +145,4 @@ class McpToolFactory:
 
 
 def _facade(name: str, description: str, tools: Toolset, options: dict[str, Any]) -> UnfoldingTool:
-    from toolweave.progressive import UnfoldingTool
-
     return UnfoldingTool.of(name, description, tools.tools, **options)

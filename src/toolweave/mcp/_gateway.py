@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from toolweave._version import __version__
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import UserError
 from toolweave.mcp._approvals import ApprovalFallback
@@ -189,8 +190,6 @@ class McpGateway:
         if not self._started:
             raise UserError('Enter the gateway first: `async with McpGateway(config) as gateway:`.')
         if self._server is None:
-            from toolweave import __version__
-
             self._server = self._served.server(name=self.name, version=__version__, instructions=self.instructions())
         return self._server
 

@@ -2,7 +2,7 @@
 
 A `ToolCallContext` carries out-of-band values (tenant, auth token, correlation id). When a tool is an MCP
 tool, a converter decides which of those values travel to the server as the request's `_meta` object. An
-empty result means the call is made without any metadata (CX-17).
+empty result means the call is made without any metadata.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.tools._context import ToolCallContext
+from toolweave.tools import ToolCallContext
 
 __all__ = ('McpMetaConverter', 'MetaConverterLike', 'context_from_meta', 'is_reserved_meta_key', 'meta_for_call')
 
@@ -20,7 +20,7 @@ _MetaFunction: TypeAlias = Callable[[ToolCallContext], Mapping[str, Any] | None]
 
 
 class McpMetaConverter:
-    """Decides which `ToolCallContext` entries an MCP tool call sends as `_meta` (CX-18).
+    """Decides which `ToolCallContext` entries an MCP tool call sends as `_meta`.
 
     Build one with a named constructor; any plain function `(ToolCallContext) -> Mapping | None` works
     wherever a converter is accepted too (`McpMetaConverter.of` wraps it).

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from toolweave._version import __version__
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import UserError
 from toolweave.mcp._approvals import ApprovalFallback
@@ -21,8 +22,7 @@ from toolweave.mcp._sdk import require_mcp
 from toolweave.mcp._serving import ToolServer
 from toolweave.mcp._stdio import stdio_streams
 from toolweave.plan import PlanTool
-from toolweave.tools._tool import Tool
-from toolweave.tools._toolset import Toolset, ToolsetItem
+from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('mcp_server', 'run_app', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
 
@@ -57,7 +57,6 @@ def mcp_server(
             asked (it does not support elicitation).
     """
     require_mcp()
-    from toolweave import __version__
 
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
     front: list[Tool] = []

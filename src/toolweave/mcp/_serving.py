@@ -14,8 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from toolweave._runtime import current_review_handler
-from toolweave.approval import ReviewHandler, use_review_handler
+from toolweave.approval import ReviewHandler, current_review_handlers, use_review_handler
 from toolweave.exceptions import ToolweaveError, UserError
 from toolweave.mcp._approvals import (
     ApprovalFallback,
@@ -155,7 +154,8 @@ class ToolServer:
             available = ', '.join([*self._front, *self.tools.names]) or '(none)'
             raise MCPError(types.INVALID_PARAMS, f'Unknown tool {params.name!r}. Available tools: {available}.')
         context = context_from_meta(params.meta)
-        handler = self._review_handler or current_review_handler()
+        installed = current_review_handlers()  # reviewers installed where the server runs decide, not the client
+        handler = self._review_handler or (installed[-1] if installed else None)
         capabilities = ctx.session.client_capabilities
         if handler is None and modern and can_elicit(capabilities) and paused is not None:
             outcome = await paused.start(params.name, lambda: self._run(tool, params.arguments, context))

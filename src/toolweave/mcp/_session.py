@@ -13,6 +13,7 @@ from typing import Any, Literal, TextIO
 
 import anyio
 
+from toolweave._version import __version__
 from toolweave.mcp._content import McpCallResult, to_tool_result
 from toolweave.mcp._sdk import require_mcp
 
@@ -146,8 +147,6 @@ async def open_client(target: Any, stack: AsyncExitStack, *, mode: str = 'auto',
 
 def client_info() -> Any:
     from mcp_types import Implementation
-
-    from toolweave import __version__
 
     return Implementation(name='toolweave', version=__version__)
 

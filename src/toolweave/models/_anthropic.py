@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from toolweave._checks import check_number
 from toolweave.exceptions import ModelError, UserError
 from toolweave.models._adapter import SdkAdapter, SdkErrors
 from toolweave.models._base import (
@@ -138,9 +139,7 @@ class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
         return request
 
     def _check_options(self) -> None:
-        max_tokens = self.max_tokens
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise UserError(f'max_tokens of AnthropicModel must be an int >= 1, got {max_tokens!r}.')
+        check_number(self.max_tokens, 'max_tokens of AnthropicModel', integer=True, minimum=1)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
         try:

@@ -213,10 +213,12 @@ class StreamingModel(Model, Protocol):
     """A model that can also stream its reply. Both SDK adapters and the fakes in `toolweave.testing` are.
 
     ```python
-    async with model.stream(messages, tools) as reply:
+    model = ScriptedModel(['Hello there.'])
+    async with model.stream([UserMessage('Hi')], []) as reply:
         async for chunk in reply:
-            ...  # TextChunk / ToolCallChunk, as they arrive
-    response = reply.response
+            pass  # TextChunk / ToolCallChunk, as they arrive
+    print(reply.response.text)
+    #> Hello there.
     ```
     """
 

@@ -18,7 +18,8 @@ from typing import Literal, TypeVar
 
 import anyio
 
-from toolweave.exceptions import ModelError, UserError
+from toolweave._checks import check_number
+from toolweave.exceptions import ModelError
 
 __all__ = (
     'ProviderFailure',
@@ -61,14 +62,10 @@ class RetryPolicy:
     """Returns a float in `[0, 1)` for the jitter."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_retries, int) or isinstance(self.max_retries, bool) or self.max_retries < 0:
-            raise UserError(f'RetryPolicy.max_retries must be an int >= 0, got {self.max_retries!r}.')
+        check_number(self.max_retries, 'RetryPolicy.max_retries', integer=True)
         for name in ('initial_delay', 'max_delay', 'max_retry_after'):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise UserError(f'RetryPolicy.{name} must be a number >= 0, got {value!r}.')
-        if isinstance(self.jitter, bool) or not isinstance(self.jitter, int | float) or not 0 <= self.jitter <= 1:
-            raise UserError(f'RetryPolicy.jitter must be a number between 0 and 1, got {self.jitter!r}.')
+            check_number(getattr(self, name), f'RetryPolicy.{name}')
+        check_number(self.jitter, 'RetryPolicy.jitter', maximum=1)
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number `retry` (1-based)."""

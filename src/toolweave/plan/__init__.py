@@ -4,6 +4,7 @@ steps through `$ref` references, and returns only the outputs the model asked fo
 
 from __future__ import annotations
 
+from toolweave._public import present as _present
 from toolweave.plan._meta import PlanTool, planning_instructions
 from toolweave.plan._model import Dialect, MissingField, Plan, PlanEvent, PlanStep, StepStatus
 from toolweave.plan._parse import parse_plan
@@ -14,21 +15,18 @@ from toolweave.plan._validate import validate_plan
 __all__ = (
     'Dialect',
     'MissingField',
+    'parse_plan',
     'Plan',
     'PlanEvent',
+    'planning_instructions',
     'PlanRun',
     'PlanStep',
     'PlanTool',
-    'StepRecord',
-    'StepStatus',
-    'parse_plan',
-    'planning_instructions',
     'run_plan',
     'run_plan_sync',
+    'StepRecord',
+    'StepStatus',
     'validate_plan',
 )
 
-for _name in ('Plan', 'PlanEvent', 'PlanRun', 'PlanStep', 'PlanTool', 'StepRecord', 'parse_plan',
-              'planning_instructions', 'run_plan', 'run_plan_sync', 'validate_plan'):
-    globals()[_name].__module__ = 'toolweave.plan'  # reprs and docs show the public path
-del _name
+_present('toolweave.plan', __all__, globals())

@@ -1,4 +1,4 @@
-"""The eager executor: a step starts as soon as its last dependency finishes (D7), fail-forward (D2).
+"""The eager executor: a step starts as soon as its last dependency finishes; fail-forward.
 
 Steps are not one task each. A small pool of workers takes ready steps from a queue; the worker that
 finishes a step releases its dependents into the queue and carries on with the next ready step itself. A
@@ -51,7 +51,7 @@ the event loop, few enough that steps which never suspend (they run back to back
 idle tasks."""
 _FAILED: Any = object()
 NOTHING_RETURNED = 'Function executed successfully'
-"""A step's output when its tool returned `None` (FF-9), so the model sees that it ran."""
+"""A step's output when its tool returned `None`, so the model sees that it ran."""
 
 
 class _Run:
@@ -203,7 +203,7 @@ class _Run:
             record.given = given
             record.resolver = self.resolver
             return arguments
-        if type(given) is str:  # JSON text that did not parse (PV-14)
+        if type(given) is str:  # JSON text that did not parse: the step fails, its siblings run
             self._fail(index, _deserialize_error(record.tool, given))
             return _FAILED
         record.given = given
@@ -223,7 +223,7 @@ class _Run:
         record.status = 'succeeded'
         output = record.output = result.output
         value = result.value
-        if not output and value is None and result.has_value:  # FF-9: the tool returned nothing
+        if not output and value is None and result.has_value:  # the tool returned nothing
             output = record.output = NOTHING_RETURNED
         if result.has_value and type(value) is not str:
             record.value = value

@@ -8,7 +8,7 @@ errors and control-flow signals propagate, as from any tool.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from toolweave.approval import ReviewHandler
@@ -18,10 +18,16 @@ from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._run import RunOptions, run_parsed
 from toolweave.plan._validate import as_toolset
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.tools import (
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    Toolset,
+    ToolsetItem,
+)
 
 __all__ = ('PlanTool', 'planning_instructions')
 
@@ -74,7 +80,7 @@ def _index_schema() -> dict[str, Any]:
 
 
 def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
-    """The "# Tool Planning" section an agent appends to its instructions when planning is on (MT-2)."""
+    """The "# Tool Planning" section an agent appends to its instructions when planning is on."""
     return (
         '# Tool Planning\n'
         f'When you already know several tool calls you need, call `{tool_name}` once with all of them instead of '
@@ -95,8 +101,9 @@ def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
 
 
 class PlanTool(Tool):
-    """The `execute_tool_plan` meta-tool (or, with `dialect='index'`, seed 001's `execute_plan`), bound to a
-    Toolset that it reads at call time: tools added to the Toolset later can be used in plans.
+    """The `execute_tool_plan` meta-tool (or, with `dialect='index'`, the index-based `execute_plan`, whose steps
+    refer to earlier ones as `{"$ref": "steps[N].result.<path>"}`), bound to a Toolset that it reads at call time:
+    tools added to the Toolset later can be used in plans.
 
     The result text is the run's summary (`PlanRun.summary`; the digest for `execute_plan`) and the result
     value is the `PlanRun` itself. A plan that fails validation gives the failure
@@ -113,7 +120,7 @@ class PlanTool(Tool):
 
     def __init__(
         self,
-        tools: Any,
+        tools: Toolset | Iterable[ToolsetItem],
         *,
         dialect: Dialect = 'id',
         name: str | None = None,
@@ -145,14 +152,14 @@ class PlanTool(Tool):
         return self._definition
 
     def instructions(self) -> str:
-        """The prompt section that teaches a model this tool (MT-2)."""
+        """The prompt section that teaches a model this tool."""
         return planning_instructions(self._definition.name)
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self.dialect == 'index':
             return await self._execute_index(arguments, context)
         data: Any = arguments if arguments is not None else {}
-        parsed = parse_lenient(data)  # either dialect (D5); the schema shows the id-based one
+        parsed = parse_lenient(data)  # either dialect is accepted; the schema shows the id-based one
         try:
             run = await self._run(parsed, context)
         except PlanValidationError as exc:

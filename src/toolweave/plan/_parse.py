@@ -230,7 +230,7 @@ def _arguments(value: Any, index: int, label: str, problems: Problems, reported:
         try:
             loaded = json.loads(value)
         except json.JSONDecodeError:
-            return value  # PV-14: fails at run time with the parser's detail; independent steps still run
+            return value  # fails at run time with the parser's detail; independent steps still run
         value = loaded
     if isinstance(value, dict):
         return value

@@ -1,6 +1,6 @@
 """The run record: `StepRecord` per step, `PlanRun` for the whole plan, and what the model is shown.
 
-The summary (D6) is a JSON object keyed by step id; a step output that parses as JSON is embedded as JSON,
+The summary is a JSON object keyed by step id; a step output that parses as JSON is embedded as JSON,
 other text as a JSON string, failures as `"ERROR: <message>"`. Every value is cut at `max_output_chars` with a
 note saying how much was cut; the record keeps the full text.
 """
@@ -207,7 +207,7 @@ class PlanRun:
 
     @cached_property
     def summary(self) -> str:
-        """What the model is shown (D6): `{"<id>": <output>, ...}` for the output steps (all steps, in plan
+        """What the model is shown: `{"<id>": <output>, ...}` for the output steps (all steps, in plan
         order, when the plan names none), preceded by `Plan completed with errors.` and followed by an
         `Errors:` line when any step did not succeed."""
         wanted = self.plan.output_steps
@@ -223,7 +223,7 @@ class PlanRun:
         return f'Plan completed with errors.\nResults: {body}\nErrors: {listed}'
 
     def digest(self) -> str:
-        """One line per step for index-based plans (seed 001): `Plan executed: X/Y succeeded.` then
+        """One line per step for index-based plans: `Plan executed: X/Y succeeded.` then
         `Step <i+1> (<tool>): <summary>`."""
         lines = [f'Plan executed: {self.succeeded}/{self.total} succeeded.']
         for record in self.steps:

@@ -8,7 +8,7 @@ Forms (id-based plans), at any depth of the arguments:
   `\\{{` writes a literal `{{`.
 
 PATH: `.key`, `.N` and `[N]` (negative N counts from the end), `["any key"]`. Index-based plans write
-`{"$ref": "steps[N].result.PATH"}`, spliced as text like the embedded form (seed 001: strings raw, other values
+`{"$ref": "steps[N].result.PATH"}`, spliced as text like the embedded form (strings raw, other values
 as JSON text).
 """
 
@@ -18,6 +18,8 @@ import json
 import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeAlias
+
+from toolweave._json import compact
 
 __all__ = (
     'EMBEDDED',
@@ -36,7 +38,7 @@ __all__ = (
 )
 
 ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
-"""Step ids (D3): the same rule as tool names."""
+"""Step ids: the same rule as tool names."""
 
 PREFIX = '$ref:'
 EMBEDDED = re.compile(r'\\\{\{|\{\{\s*\$ref:(.*?)\s*\}\}')
@@ -147,7 +149,7 @@ def parse_ref(body: str) -> Ref:
 
 
 def parse_index_ref(text: str) -> tuple[int, tuple[Segment, ...]]:
-    """Parse seed 001's `steps[N].result.PATH` into the step position and the path."""
+    """Parse an index-based reference, `steps[N].result.PATH`, into the step position and the path."""
     match = _INDEX_REF.fullmatch(text)
     if match is None:
         raise RefSyntaxError('it must look like "steps[N].result.field" (for example "steps[0].result.items[0].name")')
@@ -207,4 +209,4 @@ def splice_text(value: Any) -> str:
     """How a value reads inside a longer string: strings raw, everything else compact JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(',', ':'), ensure_ascii=False, default=str)
+    return compact(value)

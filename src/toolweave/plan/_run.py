@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from toolweave.approval import ReviewHandler, record_approvals, use_review_handler
+from toolweave._checks import check_number
+from toolweave.approval import ReviewHandler, check_review_handler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanValidationError, UserError
 from toolweave.plan._executor import execute
 from toolweave.plan._model import EventHandler, MissingField, Plan
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._validate import as_toolset, prepare
-from toolweave.tools._context import ToolCallContext
-
-if TYPE_CHECKING:
-    from toolweave.tools._toolset import Toolset
+from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_STEPS', 'RunOptions', 'run_parsed', 'run_plan', 'run_plan_sync')
 
@@ -39,20 +37,15 @@ class RunOptions:
     review_handler: ReviewHandler | None = None
 
     def __post_init__(self) -> None:
-        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise UserError(f'concurrency must be a positive int or None (unlimited), got {self.concurrency!r}.')
-        for name in ('step_timeout', 'timeout'):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-                raise UserError(f'{name} must be > 0 seconds or None (no limit), got {value!r}.')
+        check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
+        check_number(self.step_timeout, 'step_timeout', exclusive=True, optional=True, unit='seconds')
+        check_number(self.timeout, 'timeout', exclusive=True, optional=True, unit='seconds')
         if self.missing_field not in ('null', 'error'):
             raise UserError(f"missing_field must be 'null' or 'error', got {self.missing_field!r}.")
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise UserError(f'max_steps must be a positive int, got {self.max_steps!r}.')
-        if self.max_output_chars is not None and (not isinstance(self.max_output_chars, int)
-                                                  or self.max_output_chars < 1):
-            raise UserError(f'max_output_chars must be a positive int or None (never cut), got '
-                            f'{self.max_output_chars!r}.')
+        check_number(self.max_steps, 'max_steps', integer=True, minimum=1)
+        check_number(self.max_output_chars, 'max_output_chars (None: never cut)', integer=True, minimum=1,
+                     optional=True)
+        check_review_handler(self.review_handler, 'The plan run')
 
 
 def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
@@ -69,19 +62,15 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     run = partial(execute, prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
                   timeout=options.timeout, missing_field=options.missing_field, context=context,
                   on_event=on_event, max_output_chars=options.max_output_chars)
-    with record_approvals() as log:
-        if options.review_handler is None:  # keep the handler the caller installed (an agent's, for example)
-            result = await run()
-        else:
-            with use_review_handler(options.review_handler):
-                result = await run()
+    with record_approvals() as log, use_review_handler(options.review_handler):
+        result = await run()
     result.approvals = log.records
     return result
 
 
 async def run_plan(
     plan: Plan | str | bytes | Mapping[str, Any],
-    tools: Any,
+    tools: Toolset | Iterable[ToolsetItem],
     *,
     concurrency: int | None = None,
     step_timeout: float | None = None,
@@ -103,11 +92,12 @@ async def run_plan(
         step_timeout: seconds one step may take; a step that takes longer fails like a raised exception.
         timeout: seconds the whole plan may take; steps still unfinished then are recorded as `cancelled`.
         missing_field: what a reference to a field that does not exist gives: `'null'`, or `'error'` (the step
-            fails with a message listing the keys that do exist).
+            fails with a message listing the keys that do exist). In index-based plans a reference to a missing (or
+            null) field always fails its step: those values are spliced into text, where `null` would pass for data.
         max_steps: plans with more steps are rejected.
         max_output_chars: where each value in `PlanRun.summary` is cut (`None`: never).
-        review_handler: asked before each step whose tool requires approval (with the resolved arguments);
-            `None` keeps whatever handler the caller installed.
+        review_handler: reviews each step whose tool requires approval (with the resolved arguments), together
+            with the reviewers the caller installed (the stricter decision wins).
         context: out-of-band values passed to every tool call.
         on_event: called synchronously as each step starts and finishes; keep it cheap.
 
@@ -137,6 +127,22 @@ async def run_plan(
                             on_event=on_event)
 
 
-def run_plan_sync(plan: Plan | str | bytes | Mapping[str, Any], tools: Any, **options: Any) -> PlanRun:
-    """`run_plan` for scripts with no event loop running (same arguments)."""
-    return anyio.run(partial(run_plan, plan, tools, **options))
+def run_plan_sync(
+    plan: Plan | str | bytes | Mapping[str, Any],
+    tools: Toolset | Iterable[ToolsetItem],
+    *,
+    concurrency: int | None = None,
+    step_timeout: float | None = None,
+    timeout: float | None = None,
+    missing_field: MissingField = 'null',
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+    review_handler: ReviewHandler | None = None,
+    context: Mapping[str, Any] | None = None,
+    on_event: EventHandler | None = None,
+) -> PlanRun:
+    """`run_plan` for scripts with no event loop running (the same arguments)."""
+    return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
+                             timeout=timeout, missing_field=missing_field, max_steps=max_steps,
+                             max_output_chars=max_output_chars, review_handler=review_handler, context=context,
+                             on_event=on_event))

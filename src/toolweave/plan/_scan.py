@@ -22,6 +22,7 @@ from toolweave.plan._refs import (
     SYNTAX_HINT,
     Ref,
     RefSyntaxError,
+    ResolveError,
     Segment,
     format_path,
     lookup,
@@ -301,8 +302,9 @@ class Resolver:
     def __init__(self, table: RefTable, records: Sequence[Any], missing: str, dialect: str) -> None:
         self.table = table
         self.records = records
-        self.missing = missing
         self.index_dialect = dialect == 'index'
+        # Index-based plans splice values into text, where a missing field would reach the tool as "null".
+        self.missing = 'error' if self.index_dialect else missing
         self.step = ''
 
     def resolve(self, arguments: Any, step: str) -> Any:
@@ -350,7 +352,12 @@ class Resolver:
             ref = self.table.objects.get(value['$ref'])
             if ref is not None:
                 found = self.ref_value(ref)
-                return splice_text(found) if self.index_dialect else found
+                if not self.index_dialect:
+                    return found
+                if found is None:
+                    raise ResolveError(f"Reference '{value['$ref']}' in step '{self.step}' resolved to null: the field "
+                                       'exists but holds no value. Refer to a field that has one.')
+                return splice_text(found)
         out: dict[Any, Any] | None = None
         whole = self.table.whole
         templates = self.table.templates

@@ -8,25 +8,22 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._model import Plan
 from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, parse_lenient, step_label
 from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._scan import RefTable, Rewrite, Scanner
-
-if TYPE_CHECKING:
-    from toolweave.tools import Tool
-    from toolweave.tools._toolset import Toolset
+from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('PLAN_TOOL_NAMES', 'Prepared', 'as_toolset', 'prepare', 'validate_plan')
 
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
-"""Meta-tools a plan step may never call (PV-5): plans do not nest."""
+"""Meta-tools a plan step may never call: plans do not nest."""
 _NO_DEPS: tuple[int, ...] = ()
 
 
@@ -40,26 +37,26 @@ class Prepared:
     """Per step: what of its arguments holds references to replace at run time (falsy: nothing)."""
     table: RefTable
     deps: list[tuple[int, ...]]
-    """Per step: the steps it refers to, each once, in order of first appearance (FF-5 names the first)."""
+    """Per step: the steps it refers to, each once, in order of first appearance (a skipped step names the
+    first that failed)."""
     dependents: list[tuple[int, ...]]
     waves: list[int]
     """Per step: its dependency level (0 for steps without references)."""
 
 
-def as_toolset(tools: Any) -> Toolset:
+def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
     """`tools` as a Toolset (a Toolset is used as is, so tools added to it later are seen)."""
-    from toolweave.tools._toolset import Toolset
-
     return tools if isinstance(tools, Toolset) else Toolset(tools)
 
 
-def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Any, *, max_steps: int = 10_000) -> list[str]:
+def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset | Iterable[ToolsetItem], *,
+                  max_steps: int = 10_000) -> list[str]:
     """Every problem of `plan` against `tools` (a Toolset or anything `Toolset(...)` accepts); `[]` when it
     can run. Each message names the step (index and id) and the field, and says what to do.
 
     ```python
     print(validate_plan({'steps': [{'id': 'a', 'tool': 'nope', 'arguments': '{}'}]}, [FakeTool('echo')]))
-    #> ["steps[0] (id 'a'): unknown tool 'nope'. Available tools: echo."]
+    #> ["steps[0] (id 'a'): Unknown tool 'nope' in step 'a'. Available tools: echo."]
     ```
     """
     parsed = plan if isinstance(plan, Parsed) else Parsed(plan, Problems()) if isinstance(plan, Plan) else (
@@ -203,8 +200,9 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
         elif tool is None:
             if available is None:
                 available = [t for t in tools.names if t not in refused]
-            problems.add(index, f'{label}: unknown tool {name!r}.{_did_you_mean(name, available)} Available tools: '
-                                f'{", ".join(available) or "(none)"}.')
+            in_step = f' in step {step.id!r}' if plan.dialect == 'id' else ''  # index-based ids are not the model's
+            problems.add(index, f'{label}: Unknown tool {name!r}{in_step}.{_did_you_mean(name, available)} '
+                                f'Available tools: {", ".join(available) or "(none)"}.')
         else:
             cache[name] = tool
         out.append(tool)

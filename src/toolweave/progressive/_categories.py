@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from toolweave._json import loads_object
 from toolweave.exceptions import UserError
-from toolweave.progressive._unfolding import json_object
-from toolweave.tools._programmatic import Parameter
-from toolweave.tools._tool import Tool
+from toolweave.progressive._inner import resolve_tools
+from toolweave.tools import Parameter, Tool
 
 if TYPE_CHECKING:
     from toolweave.progressive._unfolding import UnfoldingTool
@@ -17,14 +17,14 @@ __all__ = ('category_description', 'category_facade', 'extract_category')
 
 
 def category_description(categories: Iterable[str]) -> str:
-    """The description of the category parameter (UF-17)."""
+    """The description of the category parameter: it lists the categories."""
     return f'Category to access. Available: {", ".join(categories)}'
 
 
 def extract_category(raw: str, parameter: str) -> str | None:
     """The category named in a raw JSON input, or `None` for blank or invalid JSON, a non-object, a missing key
-    or a non-string value (UF-16)."""
-    loaded = json_object(raw)
+    or a non-string value."""
+    loaded = loads_object(raw)
     if loaded is None:
         return None
     value = loaded.get(parameter)
@@ -42,8 +42,6 @@ def category_facade(
     child_tool_usage_notes: str | None,
     exclusive: bool,
 ) -> UnfoldingTool:
-    from toolweave.progressive._unfolding import resolve_tools
-
     where = f'unfolding tool {name!r}'
     if not isinstance(tools_by_category, Mapping) or not tools_by_category:
         raise UserError(f'tools_by_category of {where} must be a non-empty dict of category name -> tools, got '
@@ -55,7 +53,7 @@ def category_facade(
         if not isinstance(category, str) or not category.strip():
             raise UserError(f'Category names of {where} must be non-blank strings, got {category!r}.')
         groups[category] = tuple(resolve_tools(tools, f'category {category!r} of {where}'))
-    # every tool once, in first-seen order: the unknown-category fallback repeats no shared tool (UF-20)
+    # every tool once, in first-seen order: the unknown-category fallback repeats no shared tool
     every = resolve_tools([tool for tools in groups.values() for tool in tools], where)
 
     def select(raw: str) -> list[Tool]:

@@ -1,27 +1,35 @@
-"""`UnfoldingTool`: a facade the model sees first; calling it reveals its inner tools in the agent loop."""
+"""`UnfoldingTool`: a facade the model sees first; calling it reveals its inner tools in the agent loop.
+
+A facade reports what it reveals as it runs: each call that selects tools records an `UnfoldingSelection` in the
+ambient record the agent loop opens around each of its tool calls (`record_unfoldings`). Wrappers around the
+facade (approval, notes, sinks, output transforms) and plans that call it as a step cannot hide the selection,
+because it never travels in the result a wrapper may replace.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeAlias
 
-from toolweave.decorators import DelegatingTool
-from toolweave.exceptions import DuplicateToolError, ToolConfigurationError, UserError
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, empty_object_schema
-from toolweave.tools._programmatic import Parameter
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave._ambient import using
+from toolweave._json import compact, loads_object
+from toolweave.exceptions import ToolConfigurationError, UserError
+from toolweave.progressive._categories import category_facade
+from toolweave.progressive._inner import distinct, resolve_tools
+from toolweave.progressive._introspect import facade_from_instance
+from toolweave.tools import Parameter, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, tools_from
+from toolweave.tools._arguments import arguments_json
+from toolweave.tools._definition import empty_object_schema
+from toolweave.tools._function import method_tools
+from toolweave.tools._programmatic import parameters_schema
 
 __all__ = (
     'Selector',
     'UnfoldingSelection',
     'UnfoldingTool',
-    'find_unfolding',
-    'json_object',
-    'raw_input',
-    'resolve_tools',
+    'record_unfoldings',
     'shortcut_target',
     'unfold_message',
 )
@@ -29,70 +37,56 @@ __all__ = (
 Selector: TypeAlias = Callable[[str], Sequence[Tool]]
 """`selector(raw_json_input)` returning the tools to reveal for that input."""
 InnerTools: TypeAlias = Iterable[object]
-"""Tools, `@tool` functions or objects with `@tool` methods."""
+"""Tools, `@tool` functions or objects with `@tool` methods (or of a class decorated with `@unfolding_tools`)."""
 
 _UNFOLD_PREAMBLE = ("Tools now available: {names}. You MUST call one of these tools to complete the user's request. "
                     'Do NOT respond with text \u2014 call a tool.')
 
 
 def unfold_message(names: Sequence[str], notes: str | None) -> str:
-    """What the facade answers when it unfolds (UF-2, UF-3): the preamble, then the usage notes if any."""
+    """What the facade answers when it unfolds: the preamble naming the tools, then the usage notes if any."""
     preamble = _UNFOLD_PREAMBLE.format(names=', '.join(names))
     return f'{preamble}\n\n{notes}' if notes is not None and notes.strip() else preamble
 
 
-def raw_input(arguments: ToolArguments) -> str:
-    """The facade's input as the raw JSON text a selector receives (a mapping from Python code is encoded)."""
-    if arguments is None:
-        return ''
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(dict(arguments), ensure_ascii=False, default=str)
-
-
-def find_unfolding(tool: Tool) -> UnfoldingTool | None:
-    """The `UnfoldingTool` behind `tool`, looking through any chain of `DelegatingTool` wrappers (UF-11)."""
-    current: Tool = tool
-    seen: set[int] = set()
-    while True:
-        if isinstance(current, UnfoldingTool):
-            return current
-        if not isinstance(current, DelegatingTool) or id(current) in seen:
-            return None
-        seen.add(id(current))
-        current = current.delegate
-
-
-def json_object(raw: str) -> dict[str, Any] | None:
-    """`raw` parsed as a JSON object, or `None` for blank or invalid JSON or any other JSON value."""
-    if not raw.strip():
-        return None
-    try:
-        loaded = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
-    return loaded if isinstance(loaded, dict) else None
-
-
 def shortcut_target(raw: str, tools: Sequence[Tool]) -> tuple[Tool, str] | None:
-    """The tool a facade input names directly, with its JSON-encoded arguments (UF-27..UF-29): the first key of a
-    JSON object that is the name of one of `tools`. Facades are never shortcut targets (their unfolding would be
-    lost), so `{"nested_facade": {}}` unfolds normally."""
-    loaded = json_object(raw) if tools else None
+    """The tool a facade input names directly, with its JSON-encoded arguments: the first key of a JSON object
+    that is the name of one of `tools`. Facades are never shortcut targets (their unfolding would be lost), so
+    `{"nested_facade": {}}` unfolds normally."""
+    loaded = loads_object(raw) if tools else None
     if loaded is None:
         return None
     by_name = {tool.name: tool for tool in tools}
     for key, value in loaded.items():
         target = by_name.get(key)
-        if target is not None and find_unfolding(target) is None:
-            return target, json.dumps(value, ensure_ascii=False)
+        if target is not None and target.layer(UnfoldingTool) is None:
+            return target, compact(value)
     return None
 
 
+_unfolded: ContextVar[list[UnfoldingSelection] | None] = ContextVar('toolweave_unfolded', default=None)
+
+
+@contextmanager
+def record_unfoldings() -> Iterator[list[UnfoldingSelection]]:
+    """Collect the selections of every facade that unfolds inside the block (plan steps and other nested calls
+    included), in the order they were made. The agent loop opens one around each tool call."""
+    found: list[UnfoldingSelection] = []
+    with using(_unfolded, found):
+        yield found
+
+
+def _report(selection: UnfoldingSelection) -> None:
+    found = _unfolded.get()
+    if found is not None:
+        found.append(selection)
+
+
 class UnfoldingSelection(str):
-    """The value of a facade call that unfolded: the unfold message itself (so plan references, summaries and
-    sinks see plain text), carrying the tools it revealed. The loop's unfolding strategy injects exactly these
-    (a selector that builds tools runs once per call, so the tools share that call's state, UF-30)."""
+    """What a facade call revealed: the unfold message itself (it is also the call's value, so plan references and
+    summaries read plain text), carrying the facade and the tools it selected. The loop's unfolding strategy
+    injects exactly these tools (a selector that builds tools runs once per call, so they share that call's
+    state)."""
 
     facade: UnfoldingTool
     tools: tuple[Tool, ...]
@@ -117,43 +111,6 @@ class UnfoldingSelection(str):
         return str, (str(self),)  # pickles as its text: live tools do not travel
 
 
-def resolve_tools(items: object, where: str) -> list[Tool]:
-    """Inner tools from tools, `@tool` functions and objects with `@tool` methods; distinct tools must have
-    distinct names (the same tool listed twice is kept once)."""
-    from toolweave.tools._function import function_tool, has_tool_methods, tools_from
-
-    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
-        raise UserError(f'Inner tools of {where} must be a list of tools, got {type(items).__name__}: {items!r}. '
-                        'Wrap a single tool in a list: `[my_tool]`.')
-    found: list[Tool] = []
-    for index, item in enumerate(items):
-        if isinstance(item, Tool):
-            found.append(item)
-        elif isinstance(item, type) or item is None:
-            raise UserError(f'Inner tool {index} of {where} is {item!r}, not a tool. Pass a Tool, a function, or '
-                            'an instance of a class with `@tool` methods.')
-        elif has_tool_methods(item):
-            found.extend(tools_from(item))
-        elif callable(item):
-            found.append(function_tool(item))
-        else:
-            raise UserError(f'Inner tool {index} of {where} is a {type(item).__name__}, not a tool: {item!r}. Pass '
-                            'a Tool, a function, or an object with `@tool` methods.')
-    return _distinct(found, where)
-
-
-def _distinct(tools: Iterable[Tool], where: str) -> list[Tool]:
-    unique: dict[str, Tool] = {}
-    for tool in tools:
-        existing = unique.get(tool.name)
-        if existing is None:
-            unique[tool.name] = tool
-        elif existing is not tool:
-            raise DuplicateToolError(f'Duplicate inner tool name {tool.name!r} in {where}: two different tools '
-                                     f'({existing!r} and {tool!r}) share it. Rename one of them.')
-    return list(unique.values())
-
-
 def _schema(parameters: Mapping[str, Any] | Sequence[Parameter] | None, name: str) -> dict[str, Any]:
     if parameters is None:
         return empty_object_schema()
@@ -162,9 +119,7 @@ def _schema(parameters: Mapping[str, Any] | Sequence[Parameter] | None, name: st
             raise UserError(f'Input schema of unfolding tool {name!r} must be a JSON schema object with '
                             f'"type": "object", got {dict(parameters)!r}.')
         return dict(parameters)
-    from toolweave.tools._programmatic import _parameters_schema
-
-    return _parameters_schema(name, list(parameters))
+    return parameters_schema(name, list(parameters))
 
 
 def _notes(notes: object, name: str) -> str | None:
@@ -233,7 +188,7 @@ class UnfoldingTool(Tool):
     @classmethod
     def of(cls, name: str, description: str, inner_tools: InnerTools, *, remove_on_invoke: bool = True,
            child_tool_usage_notes: str | None = None, exclusive: bool = False) -> UnfoldingTool:
-        """A facade with no parameters that reveals all its inner tools (UF-1)."""
+        """A facade with no parameters that reveals all its inner tools."""
         return cls(name, description, inner_tools, child_tool_usage_notes=child_tool_usage_notes,
                    exclusive=exclusive, remove_on_invoke=remove_on_invoke)
 
@@ -242,8 +197,8 @@ class UnfoldingTool(Tool):
                    parameters: Mapping[str, Any] | Sequence[Parameter] | None, selector: Selector, *,
                    remove_on_invoke: bool = True, child_tool_usage_notes: str | None = None,
                    exclusive: bool = False) -> UnfoldingTool:
-        """A facade whose `selector` picks, from the raw JSON input, the tools to reveal (UF-14). The selector may
-        also build new tools from the input (UF-30); it runs once per call."""
+        """A facade whose `selector` picks, from the raw JSON input, the tools to reveal. The selector may also
+        build new tools from the input; it runs once per call, so the tools it builds share that call's state."""
         if not callable(selector):
             raise UserError(f'selector of unfolding tool {name!r} must be a function `(input: str) -> list[Tool]`, '
                             f'got {type(selector).__name__}: {selector!r}.')
@@ -256,9 +211,7 @@ class UnfoldingTool(Tool):
                     category_parameter: str = 'category', remove_on_invoke: bool = True,
                     child_tool_usage_notes: str | None = None, exclusive: bool = False) -> UnfoldingTool:
         """A facade with one required string parameter (`category_parameter`) whose enum is the category names;
-        it reveals that category's tools, or all tools for an unknown or missing category (UF-15..UF-17)."""
-        from toolweave.progressive._categories import category_facade
-
+        it reveals that category's tools, or every tool (each once) for an unknown or missing category."""
         return category_facade(cls, name, description, tools_by_category, category_parameter=category_parameter,
                                remove_on_invoke=remove_on_invoke, child_tool_usage_notes=child_tool_usage_notes,
                                exclusive=exclusive)
@@ -266,18 +219,16 @@ class UnfoldingTool(Tool):
     @classmethod
     def from_instance(cls, instance: object) -> UnfoldingTool:
         """The facade of an instance of a class decorated with `@unfolding_tools`: its `@tool` methods (grouped by
-        `category` when any has one) and its nested `@unfolding_tools` classes as nested facades (UF-18..UF-26).
+        `category` when any has one) and its nested `@unfolding_tools` classes as nested facades.
 
         Raises:
-            UserError: the class is not decorated, or has neither `@tool` methods nor nested facades (UF-21).
+            UserError: the class is not decorated, or has neither `@tool` methods nor nested facades.
         """
-        from toolweave.progressive._introspect import facade_from_instance
-
-        return facade_from_instance(instance)
+        return facade_from_instance(cls, instance)
 
     @classmethod
     def safely_from_instance(cls, instance: object) -> UnfoldingTool | None:
-        """Like `from_instance`, but `None` instead of an error (UF-21)."""
+        """Like `from_instance`, but `None` instead of an error."""
         try:
             return cls.from_instance(instance)
         except UserError:
@@ -286,20 +237,22 @@ class UnfoldingTool(Tool):
     @classmethod
     def from_tool_object(cls, instance: object, name: str, description: str, *, remove_on_invoke: bool = True,
                          child_tool_usage_notes: str | None = None, exclusive: bool = False) -> UnfoldingTool:
-        """A facade over any object's `@tool` methods, no class decorator needed (UF-23).
+        """A facade over any object's `@tool` methods, no class decorator needed.
 
         Raises:
             UserError: the object has no `@tool` methods.
         """
-        from toolweave.tools._function import tools_from
-
-        return cls.of(name, description, tools_from(instance), remove_on_invoke=remove_on_invoke,
+        methods = method_tools(instance)
+        if not methods:
+            raise UserError(f'UnfoldingTool.from_tool_object({name!r}) got a {type(instance).__name__} with no `@tool` '
+                            'methods. Decorate its methods with `@toolweave.tool`.')
+        return cls.of(name, description, methods, remove_on_invoke=remove_on_invoke,
                       child_tool_usage_notes=child_tool_usage_notes, exclusive=exclusive)
 
     # --- builders ------------------------------------------------------------------------------------------
 
     def with_tools(self, *tools: object) -> UnfoldingTool:
-        """A new facade with `tools` appended (UF-24); name, description, schema, notes and exclusive are kept
+        """A new facade with `tools` appended; name, description, schema, notes and exclusive are kept
         and this one is unchanged. With a selector (or categories), the added tools are revealed for every input."""
         added = resolve_tools(tools, f'with_tools() of unfolding tool {self.name!r}')
         selector = self._selector
@@ -309,7 +262,7 @@ class UnfoldingTool(Tool):
                 return [*picked, *(tool for tool in added if all(tool is not p for p in picked))]
         clone = type(self).__new__(type(self))
         clone.__dict__.update(self.__dict__)
-        clone._inner = tuple(_distinct([*self._inner, *added], f'unfolding tool {self.name!r}'))
+        clone._inner = tuple(distinct([*self._inner, *added], f'unfolding tool {self.name!r}'))
         clone._selector = extended if selector is not None else None
         if self._categories is not None:
             clone._categories = {category: (*tools, *(t for t in added if t not in tools))
@@ -317,9 +270,8 @@ class UnfoldingTool(Tool):
         return clone
 
     def with_tool_object(self, instance: object) -> UnfoldingTool:
-        """A new facade with the `@tool` methods of `instance` appended (UF-24)."""
-        from toolweave.tools._function import tools_from
-
+        """A new facade with the tools `instance` stands for appended: its `@tool` methods, or, for an instance of
+        an `@unfolding_tools` class, its facade (nested under this one)."""
         return self.with_tools(*tools_from(instance))
 
     # --- behaviour -----------------------------------------------------------------------------------------
@@ -348,11 +300,11 @@ class UnfoldingTool(Tool):
 
     @property
     def remove_on_invoke(self) -> bool:
-        """The configured value. Deprecated and ignored: the facade is always replaced (UF-8)."""
+        """The configured value. Deprecated and ignored: the facade is always replaced by its guide tool."""
         return self._remove_on_invoke
 
     def select_tools(self, input: str) -> list[Tool]:
-        """The tools to reveal for this raw JSON input: all inner tools unless a selector says otherwise (UF-4).
+        """The tools to reveal for this raw JSON input: all inner tools unless a selector says otherwise.
 
         Raises:
             ToolConfigurationError: the selector returned something other than a list of tools.
@@ -372,21 +324,35 @@ class UnfoldingTool(Tool):
                     f'Selector of unfolding tool {self.name!r} returned {type(tool).__name__} {tool!r} among its '
                     'tools. Return Tool objects only (wrap functions with `toolweave.tool`).'
                 )
-        return _distinct(tools, f'the selection of unfolding tool {self.name!r}')
+        return distinct(tools, f'the selection of unfolding tool {self.name!r}')
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        raw = raw_input(arguments)
+        raw = arguments_json(arguments)
         target = shortcut_target(raw, self._inner)
         if target is not None:
+            self._shortcut_unfolds(raw)
             tool, payload = target
             return await tool.call(payload, context)
         selected = self.select_tools(raw)
         if not selected:
             text = (f'{self.name} has no tools for this input ({raw[:200]!r}). Call it with other arguments, or use '
                     'another tool.')
-        else:
-            text = unfold_message([tool.name for tool in selected], self._notes)
-        return ToolResult.success(text, UnfoldingSelection(text, self, selected))
+            return ToolResult.success(text)
+        text = unfold_message([tool.name for tool in selected], self._notes)
+        selection = UnfoldingSelection(text, self, selected)
+        _report(selection)
+        # The value is the message (a plan reference reads text), not an artifact: sinks see nothing to keep.
+        return ToolResult.success(text, selection, artifact=False)
+
+    def _shortcut_unfolds(self, raw: str) -> None:
+        """A shortcut call unfolds as a plain call would; a selector that fails here leaves the tools as they are
+        (the shortcut still runs)."""
+        try:
+            selected = self.select_tools(raw)
+        except Exception:
+            return
+        if selected:
+            _report(UnfoldingSelection(unfold_message([tool.name for tool in selected], self._notes), self, selected))
 
     def __repr__(self) -> str:
         return f'UnfoldingTool(name={self.name!r}, inner_tools={[tool.name for tool in self._inner]})'

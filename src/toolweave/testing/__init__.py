@@ -1,6 +1,9 @@
-"""Fakes for tests and benchmarks: fake tools with latency and failure knobs, scripted models."""
+"""Fakes for tests and benchmarks: fake tools with latency and failure knobs, a recording reviewer, scripted models,
+and the token estimate they report. The demo scenarios are in `toolweave.testing.scenarios`."""
 
 from __future__ import annotations
+
+from toolweave._public import present as _present
 
 # --- fake tools (foundation) ---
 from toolweave.testing._fake_tools import (
@@ -17,14 +20,18 @@ from toolweave.testing._reviewers import RecordingReviewHandler
 
 # --- fake models (agent) ---
 from toolweave.testing._models import (
+    CHARS_PER_TOKEN,
     FunctionModel,
     ModelRequest,
     ScriptedModel,
     estimate_tokens,
     estimate_usage,
+    serialize_messages,
+    serialize_tools,
 )
 
 __all__ = (
+    'CHARS_PER_TOKEN',
     'concat_tool',
     'echo_tool',
     'estimate_tokens',
@@ -37,4 +44,8 @@ __all__ = (
     'non_json_output',
     'RecordingReviewHandler',
     'ScriptedModel',
+    'serialize_messages',
+    'serialize_tools',
 )
+
+_present('toolweave.testing', __all__, globals())

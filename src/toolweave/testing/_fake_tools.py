@@ -11,12 +11,20 @@ from typing import Any
 
 import anyio
 
+from toolweave._checks import check_number
 from toolweave.exceptions import UserError
-from toolweave.tools._context import ToolCallContext
-from toolweave.tools._definition import ToolDefinition, ToolMetadata, empty_object_schema
-from toolweave.tools._function import output_text
-from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
+from toolweave.tools import (
+    Tool,
+    ToolArguments,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    load_arguments,
+    output_text,
+)
+from toolweave.tools._definition import empty_object_schema
+from toolweave.tools._function import to_result
 
 __all__ = ('FakeCall', 'FakeTool', 'concat_tool', 'echo_tool', 'huge_output', 'non_json_output')
 
@@ -79,15 +87,12 @@ class FakeTool(Tool):
         parameters: Mapping[str, Any] | None = None,
         metadata: ToolMetadata | None = None,
     ) -> None:
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-            raise UserError(f'delay of FakeTool({name!r}) must be a number of seconds >= 0, got {delay!r}.')
+        check_number(delay, f'delay of FakeTool({name!r})', unit='seconds')
         if raises is not None and not (
             isinstance(raises, BaseException) or (isinstance(raises, type) and issubclass(raises, BaseException))
         ):
             raise UserError(f'raises of FakeTool({name!r}) must be an exception or exception class, got {raises!r}.')
-        if output_chars is not None and (isinstance(output_chars, bool) or not isinstance(output_chars, int)
-                                         or output_chars < 0):
-            raise UserError(f'output_chars of FakeTool({name!r}) must be an integer >= 0, got {output_chars!r}.')
+        check_number(output_chars, f'output_chars of FakeTool({name!r})', integer=True, optional=True)
         self._definition = ToolDefinition(
             name, description, dict(parameters) if parameters is not None else empty_object_schema(),
             metadata if metadata is not None else ToolMetadata(),
@@ -117,7 +122,7 @@ class FakeTool(Tool):
     def respond(self, respond: Any) -> None:
         self._respond_with = respond
         # A constant is rendered once: benchmarks make 100k calls and must measure the runtime, not the fake.
-        self._constant = None if callable(respond) else ToolResult.success(output_text(respond), respond)
+        self._constant = None if callable(respond) else to_result(respond)
 
     @property
     def call_count(self) -> int:
@@ -160,15 +165,12 @@ class FakeTool(Tool):
         value = self._respond_with(load_arguments(arguments, self._definition.name))
         if inspect.isawaitable(value):
             value = await value
-        if isinstance(value, ToolResult):
-            return value
-        return ToolResult.success(output_text(value), value)
+        return to_result(value)
 
 
 def huge_output(n_chars: int) -> Responder:
     """A responder returning exactly `n_chars` characters of readable text (a repeating numbered pattern)."""
-    if isinstance(n_chars, bool) or not isinstance(n_chars, int) or n_chars < 0:
-        raise UserError(f'huge_output() needs a character count >= 0, got {n_chars!r}.')
+    check_number(n_chars, 'huge_output() character count', integer=True)
     unit = 'lorem ipsum dolor sit amet '
     text = (unit * (n_chars // len(unit) + 1))[:n_chars]
     return lambda _arguments: text

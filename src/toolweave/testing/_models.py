@@ -8,7 +8,6 @@ stream (`stream`): the reply comes as chunks of about one token (four characters
 from __future__ import annotations
 
 import inspect
-import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -18,8 +17,9 @@ from typing import Any, TypeAlias
 
 import anyio
 
+from toolweave._json import compact
 from toolweave.exceptions import UserError
-from toolweave.models._base import (
+from toolweave.models import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -33,7 +33,7 @@ from toolweave.models._base import (
     UserMessage,
 )
 from toolweave.models._stream import response_chunks
-from toolweave.tools._definition import ToolDefinition
+from toolweave.tools import ToolDefinition
 
 __all__ = (
     'FunctionModel',
@@ -84,13 +84,13 @@ def _message_dict(message: Message) -> dict[str, Any]:
 
 def serialize_messages(messages: Iterable[Message]) -> str:
     """The messages as compact JSON, close to what a chat-completions request carries."""
-    return json.dumps([_message_dict(m) for m in messages], separators=(',', ':'), ensure_ascii=False)
+    return compact([_message_dict(m) for m in messages])
 
 
 def serialize_tools(tools: Iterable[ToolDefinition]) -> str:
     """The tool definitions as compact JSON (name, description, parameters), as a request carries them."""
     data = [{'name': t.name, 'description': t.description, 'parameters': dict(t.parameters)} for t in tools]
-    return json.dumps(data, separators=(',', ':'), ensure_ascii=False, default=str)
+    return compact(data)
 
 
 def estimate_tokens(text: str) -> int:
@@ -123,7 +123,7 @@ def _tool_call(spec: ToolCall | Mapping[str, Any], default_id: str) -> ToolCall:
             "Write it as {'tool': 'name', 'arguments': {...}}."
         )
     arguments = spec.get('arguments', spec.get('args', {}))
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, separators=(',', ':'))
+    text = arguments if isinstance(arguments, str) else compact(arguments)
     call_id = spec.get('id') or default_id
     return ToolCall(str(call_id), name, text)
 

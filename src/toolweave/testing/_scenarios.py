@@ -24,12 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from toolweave._json import compact
 from toolweave.agent import Agent, AgentRunResult
-from toolweave.models._base import Message, ToolMessage
+from toolweave.models import Message, ToolMessage
 from toolweave.testing._fake_tools import FakeTool
 from toolweave.testing._models import FunctionModel
-from toolweave.tools._definition import ToolDefinition
-from toolweave.tools._tool import Tool
+from toolweave.tools import Tool, ToolDefinition
 
 __all__ = ('MODES', 'SCENARIOS', 'Mode', 'Scenario', 'ScenarioRun', 'Step', 'run_scenario', 'scenario_by_name')
 
@@ -161,7 +161,7 @@ def tool_by_tool_replies(scenario: Scenario, *, parallel: bool = False) -> Calla
 def plan_replies(scenario: Scenario) -> Callable[..., object]:
     """The reply function of a planning model: one `execute_tool_plan` call, then the answer from its summary."""
     plan = {
-        'steps': [{'id': s.id, 'tool': s.tool, 'arguments': json.dumps(s.arguments, separators=(',', ':'))}
+        'steps': [{'id': s.id, 'tool': s.tool, 'arguments': compact(s.arguments)}
                   for s in scenario.steps],
         'output_steps': list(scenario.output_steps),
     }

@@ -3,30 +3,30 @@
 from __future__ import annotations
 
 import inspect
-import re
 import types
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic, ParamSpec, Self, TypeVar, overload
 
-import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel
 
 from toolweave.exceptions import ToolConfigurationError, UserError
+from toolweave.tools._arguments import ArgumentsError, ToolArguments
+from toolweave.tools._callables import callable_names, run_callable
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
 from toolweave.tools._result import ToolResult
-from toolweave.tools._schema import ArgumentsError, CallableSchema, callable_schema
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
+from toolweave.tools._schema import CallableSchema, callable_schema
+from toolweave.tools._tool import Tool
 
 __all__ = (
+    'TOOLS_HOOK',
     'FunctionTool',
     'function_tool',
     'has_tool_methods',
+    'method_tools',
     'output_text',
-    'run_callable',
-    'snake_case',
     'to_result',
     'tool',
     'tools_from',
@@ -57,38 +57,15 @@ def output_text(value: object) -> str:
         return str(value)
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def to_result(value: object) -> ToolResult:
-    """A returned `ToolResult` unchanged (DT-5); any other value as a success that keeps it as `value`."""
+    """What a tool function's return value becomes: a returned `ToolResult` unchanged; any other value a success
+    that keeps it as `value` (an artifact when it is structured, not plain text, a number or a boolean)."""
     if isinstance(value, ToolResult):
         return value
-    return ToolResult.success(output_text(value), value)
-
-
-async def run_callable(fn: Callable[..., Any], is_async: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """Await an async callable; run a sync one in a worker thread so it cannot block the event loop."""
-    if is_async:
-        return await fn(*args, **kwargs)
-    # abandon_on_cancel: a timeout or cancellation returns at once instead of waiting for a blocking function
-    # that cannot be interrupted; the thread finishes in the background and its result is dropped.
-    result = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True)
-    if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
-        return await result
-    return result
-
-
-def _names(fn: Callable[..., Any]) -> tuple[str, str]:
-    """The qualified name (for messages) and the default tool name of a function, partial or callable object."""
-    target: Any = fn
-    while isinstance(target, partial):
-        target = target.func
-    name = getattr(target, '__name__', None)
-    if isinstance(name, str):
-        return getattr(target, '__qualname__', name), name
-    return type(target).__qualname__, snake_case(type(target).__name__)
-
-
-def snake_case(name: str) -> str:
-    return re.sub(r'(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', '_', name).lower()
+    return ToolResult.success(output_text(value), value, artifact=not isinstance(value, _PLAIN))
 
 
 class FunctionTool(Tool, Generic[P, R]):
@@ -129,7 +106,7 @@ class FunctionTool(Tool, Generic[P, R]):
             )
         if not callable(fn):
             raise UserError(f'@tool needs a function or method, got {type(fn).__name__} {fn!r}.')
-        qualname, default_name = _names(fn)
+        qualname, default_name = callable_names(fn)
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise UserError(
                 f'@tool cannot wrap the generator function {qualname}: a tool returns one result. Return a list '
@@ -211,8 +188,8 @@ class FunctionTool(Tool, Generic[P, R]):
                 f'for example `tools_from(obj)` or `obj.{self.__name__}`.'
             )
         try:
-            values = self._schema.validate(load_arguments(arguments, self.name), self.name)
-        except (ArgumentsError, ValueError) as exc:
+            values = self._schema.validate(arguments, self.name)
+        except ArgumentsError as exc:
             return ToolResult.failure(str(exc))
         args, kwargs = self._schema.bind(values, context)
         fn: Callable[..., Any] = self._fn
@@ -288,6 +265,23 @@ def function_tool(fn: Callable[..., Any] | Tool) -> Tool:
     return FunctionTool(fn)
 
 
+TOOLS_HOOK = '__toolweave_tools__'
+"""A class whose own body defines `__toolweave_tools__(self) -> list[Tool]` says which tools its instances stand
+for, instead of their `@tool` methods: `@unfolding_tools` defines it so an instance becomes one facade. It is
+read from the class itself, not inherited: a subclass stands for its own methods unless it says otherwise."""
+
+
+def _provided(obj: object) -> list[Tool] | None:
+    hook = vars(type(obj)).get(TOOLS_HOOK)
+    if hook is None or isinstance(obj, type):
+        return None
+    tools = list(hook(obj))
+    for tool in tools:
+        if not isinstance(tool, Tool):
+            raise UserError(f'{type(obj).__qualname__}.{TOOLS_HOOK} returned {tool!r}, not a Tool.')
+    return tools
+
+
 def _tool_attributes(cls: type) -> list[str]:
     """Names of the `@tool` attributes of a class, in definition order (base classes first)."""
     names: dict[str, None] = {}
@@ -300,9 +294,13 @@ def _tool_attributes(cls: type) -> list[str]:
     return list(names)
 
 
-def _collect(obj: object) -> list[Tool]:
+def method_tools(obj: object) -> list[Tool]:
+    """The `@tool` methods of an object (bound to it) or the `@tool` functions of a module, in definition order;
+    `[]` when it has none. Unlike `tools_from`, a class-provided set of tools (`@unfolding_tools`) is not used."""
     if isinstance(obj, types.ModuleType):
         return [value for value in vars(obj).values() if isinstance(value, FunctionTool) and not value.is_method]
+    if isinstance(obj, type | Tool):
+        return []
     tools: list[Tool] = []
     for attr_name in _tool_attributes(type(obj)):
         value = getattr(obj, attr_name, None)
@@ -311,15 +309,21 @@ def _collect(obj: object) -> list[Tool]:
     return tools
 
 
+def _tools_of(obj: object) -> list[Tool]:
+    provided = _provided(obj)
+    return provided if provided is not None else method_tools(obj)
+
+
 def has_tool_methods(obj: object) -> bool:
-    """Whether `obj` is an instance (or module) with at least one `@tool` function attached."""
+    """Whether `obj` is an instance (or module) that stands for tools: `@tool` methods, or a class-provided set."""
     if isinstance(obj, type | Tool):
         return False
-    return bool(_collect(obj))
+    return bool(_tools_of(obj))
 
 
 def tools_from(obj: object) -> list[Tool]:
-    """The `@tool` methods of an object, bound to it (they see and change its state), in definition order.
+    """The tools an object stands for: its `@tool` methods, bound to it (they see and change its state), in
+    definition order; or, for an instance of a class decorated with `@unfolding_tools`, the one facade over them.
 
     Also accepts a module (its `@tool` functions) or a `Tool` (returned as a one-item list).
 
@@ -341,7 +345,7 @@ def tools_from(obj: object) -> list[Tool]:
     ```
 
     Raises:
-        UserError: `obj` has no `@tool` methods (AD-17). Use `tools_from_safely` to get `[]` instead.
+        UserError: `obj` stands for no tools. Use `tools_from_safely` to get `[]` instead.
     """
     if isinstance(obj, Tool):
         return [obj]
@@ -350,7 +354,7 @@ def tools_from(obj: object) -> list[Tool]:
             f'tools_from got the class {obj.__qualname__}, not an instance. Its @tool methods need an object: '
             f'`tools_from({obj.__name__}(...))`.'
         )
-    found = _collect(obj)
+    found = [] if isinstance(obj, type) else _tools_of(obj)
     if not found:
         raise UserError(
             f"Tool object of type '{type(obj).__name__}' is neither a Tool nor has @tool-decorated methods. "
@@ -360,10 +364,9 @@ def tools_from(obj: object) -> list[Tool]:
 
 
 def tools_from_safely(obj: object) -> list[Tool]:
-    """Like `tools_from`, but an object without `@tool` methods gives `[]` instead of an error (DT-9)."""
+    """Like `tools_from`, but an object that stands for no tools gives `[]` instead of an error."""
     if isinstance(obj, Tool):
         return [obj]
     if isinstance(obj, type):
         return []
-    return _collect(obj)
-
+    return _tools_of(obj)

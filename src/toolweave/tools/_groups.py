@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 
 from toolweave.exceptions import UserError
+from toolweave.tools._callables import is_async_callable
 
 if TYPE_CHECKING:
     from toolweave.tools._tool import Tool
@@ -75,10 +76,7 @@ class ToolGroup:
         else:
             raise UserError(f'loader of tool group {role!r} must be a function returning tools or a list of '
                             f'tools, got {type(loader).__name__} {loader!r}.')
-        # An object with `async def __call__` is an async loader too.
-        self._is_async = inspect.iscoroutinefunction(self._loader) or inspect.iscoroutinefunction(
-            type(self._loader).__call__
-        )
+        self._is_async = is_async_callable(self._loader)
         self.role = role
         self.description = description
         self.provider = provider
@@ -159,12 +157,12 @@ class ToolGroup:
 
     async def toolset(self) -> Toolset:
         """The group's tools as a `Toolset` (loading it first)."""
-        from toolweave.tools._toolset import Toolset
+        from toolweave.tools._toolset import Toolset  # a toolset holds groups; a group's items make a toolset
 
         return Toolset(await self.load())
 
     def _resolve(self, result: object) -> list[Tool]:
-        from toolweave.tools._toolset import Toolset
+        from toolweave.tools._toolset import Toolset  # a toolset holds groups; a group's items make a toolset
 
         if result is None or isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
             raise UserError(f'Loader of tool group {self.role!r} must return a list of tools, got '

@@ -1,13 +1,29 @@
+"""Per-tool metrics and the log line of every call, both written once per call by `Tool.call`."""
+
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ('GLOBAL_METRICS', 'ToolMetrics', 'ToolStats', 'log_call', 'truncate')
+from toolweave._ambient import using
+from toolweave._json import compact
+from toolweave.exceptions import UserError
+
+__all__ = (
+    'GLOBAL_METRICS',
+    'ToolMetrics',
+    'ToolStats',
+    'current_metrics',
+    'log_call',
+    'record_call',
+    'truncate',
+    'use_metrics',
+)
 
 logger = logging.getLogger('toolweave.tools')
 _INFO_LIMIT = 200
@@ -56,7 +72,7 @@ class ToolMetrics:
         """A copy of the stats of tool `name` (all zeros if it was never called)."""
         with self._lock:
             found = self._stats.get(name)
-            return ToolStats() if found is None else ToolStats(**{f: getattr(found, f) for f in found.__slots__})
+            return ToolStats() if found is None else ToolStats(*(getattr(found, f.name) for f in fields(found)))
 
     def snapshot(self) -> dict[str, ToolStats]:
         with self._lock:
@@ -69,6 +85,33 @@ class ToolMetrics:
 
 
 GLOBAL_METRICS = ToolMetrics()
+"""Where calls are recorded when no run installed its own `ToolMetrics` with `use_metrics`."""
+
+_metrics_var: ContextVar[ToolMetrics] = ContextVar('toolweave_metrics', default=GLOBAL_METRICS)
+
+
+def current_metrics() -> ToolMetrics:
+    """The metrics the calls of the current task are recorded in."""
+    return _metrics_var.get()
+
+
+@contextmanager
+def use_metrics(metrics: ToolMetrics | None = None) -> Iterator[ToolMetrics]:
+    """Record every tool call made inside the block (in this task and the tasks it starts) in `metrics` (a new
+    `ToolMetrics` by default) instead of the process-wide `GLOBAL_METRICS`.
+
+    ```python
+    from toolweave.testing import FakeTool
+    with use_metrics() as metrics:
+        FakeTool('ping').call_sync()
+    print(metrics.stats('ping').calls)
+    #> 1
+    ```
+    """
+    if metrics is not None and not isinstance(metrics, ToolMetrics):
+        raise UserError(f'use_metrics() needs a ToolMetrics, got {type(metrics).__name__} {metrics!r}.')
+    with using(_metrics_var, metrics if metrics is not None else ToolMetrics()) as installed:
+        yield installed
 
 
 def truncate(text: str, limit: int = _INFO_LIMIT) -> str:
@@ -79,8 +122,8 @@ def _render(arguments: str | Mapping[str, Any] | None) -> str:
     if arguments is None or isinstance(arguments, str):
         return arguments or ''
     try:
-        return json.dumps(arguments, separators=(',', ':'), default=str)
-    except (TypeError, ValueError):
+        return compact(arguments)
+    except (TypeError, ValueError):  # a circular structure
         return repr(arguments)
 
 
@@ -95,3 +138,10 @@ def log_call(name: str, arguments: str | Mapping[str, Any] | None, output: str, 
                     truncate(_render(arguments)), truncate(output))
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug('Tool %r full input: %s\nfull output: %s', name, _render(arguments), output)
+
+
+def record_call(name: str, arguments: str | Mapping[str, Any] | None, output: str, error: str | None,
+                seconds: float) -> None:
+    """Record one finished call of the tool called `name`: in the current metrics, and as its log line."""
+    current_metrics().record(name, ok=error is None, seconds=seconds)
+    log_call(name, arguments, output, error, seconds * 1000)

@@ -1,32 +1,42 @@
 """Tools built in code: `Tool.create(name, description, handler, parameters=[...])` and typed tools whose
-input and output are models (spec §14a DT-1..DT-9)."""
+input and output are models."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError, PydanticUserError
 
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UserError
+from toolweave.tools._arguments import ArgumentsError, ToolArguments, load_arguments
+from toolweave.tools._callables import handler_call, run_callable, type_hints
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name, empty_object_schema
-from toolweave.tools._function import run_callable, to_result
+from toolweave.tools._function import to_result
 from toolweave.tools._result import ToolResult
-from toolweave.tools._schema import clean_schema, format_validation_error
-from toolweave.tools._tool import Tool, ToolArguments, load_arguments
+from toolweave.tools._schema import ArgumentsValidator, clean_schema
+from toolweave.tools._tool import Tool
 
-__all__ = ('Parameter', 'ParameterType', 'ProgrammaticTool', 'TypedTool', 'create_tool', 'is_typed_handler')
+__all__ = (
+    'Parameter',
+    'ParameterType',
+    'ProgrammaticTool',
+    'TypedTool',
+    'create_tool',
+    'is_typed_handler',
+    'parameters_model',
+    'parameters_schema',
+)
 
 ParameterType = Literal['string', 'integer', 'number', 'boolean']
 _PYTHON_TYPES: dict[ParameterType, type] = {'string': str, 'integer': int, 'number': float, 'boolean': bool}
 TYPED_NO_MESSAGE = 'Tool invocation failed'
-"""The failure message of a typed tool whose exception has no message (DT-6)."""
+"""The failure message of a typed tool whose exception has no message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +104,6 @@ class Parameter:
         return _PYTHON_TYPES[self.type]
 
 
-def _accepts_context(handler: Callable[..., Any]) -> bool:
-    """Whether `handler` takes a second positional argument (the context) besides the arguments."""
-    try:
-        params = list(inspect.signature(handler).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return True
-    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
-                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2
-
-
 def _check_handler(handler: object, name: str) -> Callable[..., Any]:
     if not callable(handler):
         raise UserError(f'Handler of tool {name!r} must be callable, got {type(handler).__name__} {handler!r}. '
@@ -114,18 +111,12 @@ def _check_handler(handler: object, name: str) -> Callable[..., Any]:
     return handler
 
 
-def _is_async(handler: Callable[..., Any]) -> bool:
-    target = inspect.unwrap(handler)
-    return inspect.iscoroutinefunction(target) or (
-        not inspect.isroutine(target) and inspect.iscoroutinefunction(getattr(target, '__call__', None))  # noqa: B004
-    )
-
-
 class ProgrammaticTool(Tool):
-    """A tool from a name, a description, a handler and parameter declarations (DT-1).
+    """A tool from a name, a description, a handler and parameter declarations (`Tool.create`).
 
     The handler receives the arguments as a dict (declared parameters validated and coerced; undeclared keys
-    passed through) and, if it takes a second parameter, the `ToolCallContext`. It may be sync or async.
+    passed through) and the `ToolCallContext` in a parameter annotated with it, or as a required second parameter
+    (see `toolweave.tools._callables`). It may be sync or async.
 
     ```python
     weather = Tool.create('weather', 'Current weather', lambda args: f"Sunny in {args['city']}",
@@ -147,11 +138,11 @@ class ProgrammaticTool(Tool):
         check_tool_name(name, where='Tool.create')
         self._handler = _check_handler(handler, name)
         self._parameters = tuple(parameters)
-        self._definition = ToolDefinition(name, description, _parameters_schema(name, self._parameters),
+        self._definition = ToolDefinition(name, description, parameters_schema(name, self._parameters),
                                           metadata or ToolMetadata())
-        self._model = _parameters_model(name, self._parameters)
-        self._with_context = _accepts_context(handler)
-        self._is_async = _is_async(handler)
+        model = parameters_model(name, self._parameters)
+        self._validator = None if model is None else ArgumentsValidator(model, self._definition.parameters)
+        self._call = handler_call(handler)
 
     @property
     def definition(self) -> ToolDefinition:
@@ -164,20 +155,17 @@ class ProgrammaticTool(Tool):
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         try:
             values = load_arguments(arguments, self.name)
-        except ValueError as exc:
+            if self._validator is not None:
+                validated = self._validator.validate_mapping(values, self.name)
+                for field in validated.model_fields_set:
+                    values[self._parameters[int(field[1:])].name] = getattr(validated, field)
+        except ArgumentsError as exc:
             return ToolResult.failure(str(exc))
-        if self._model is not None:
-            try:
-                validated = self._model.model_validate(values)
-            except ValidationError as exc:
-                return ToolResult.failure(format_validation_error(exc, self.name, self._definition.parameters))
-            for field in validated.model_fields_set:
-                values[self._parameters[int(field[1:])].name] = getattr(validated, field)
-        args: list[Any] = [values, context] if self._with_context else [values]
-        return to_result(await run_callable(self._handler, self._is_async, args, {}))
+        args, kwargs = self._call.arguments([values], context)
+        return to_result(await run_callable(self._handler, self._call.is_async, args, kwargs))
 
 
-def _parameters_schema(name: str, parameters: Sequence[Parameter]) -> dict[str, Any]:
+def parameters_schema(name: str, parameters: Sequence[Parameter]) -> dict[str, Any]:
     if not parameters:
         return empty_object_schema()
     seen: set[str] = set()
@@ -196,7 +184,7 @@ def _parameters_schema(name: str, parameters: Sequence[Parameter]) -> dict[str, 
     }
 
 
-def _parameters_model(name: str, parameters: Sequence[Parameter]) -> type[BaseModel] | None:
+def parameters_model(name: str, parameters: Sequence[Parameter]) -> type[BaseModel] | None:
     if not parameters:
         return None
     fields: dict[str, Any] = {
@@ -207,16 +195,13 @@ def _parameters_model(name: str, parameters: Sequence[Parameter]) -> type[BaseMo
     return create_model(f'{name}_arguments', __config__=ConfigDict(extra='ignore'), **fields)
 
 
-def _first_input(fn: Callable[..., Any]) -> tuple[Any, bool]:
-    """The annotation of the input parameter and whether a context parameter follows or precedes it."""
-    try:
-        hints = typing.get_type_hints(fn)
-        params = list(inspect.signature(fn).parameters.values())
-    except Exception:  # unresolvable annotations or no signature: not a typed handler
-        return None, False
-    inputs = [hints.get(p.name) for p in params if hints.get(p.name) is not ToolCallContext]
-    with_context = any(hints.get(p.name) is ToolCallContext for p in params)
-    return (inputs[0] if len(inputs) == 1 else None), with_context
+def _typed_input(fn: Callable[..., Any]) -> Any:
+    """The annotation of the one input of a typed handler (besides the call context), or `None`."""
+    call = handler_call(fn)
+    if len(call.inputs) != 1:
+        return None
+    hints = type_hints(fn)
+    return hints.get(call.inputs[0].name)
 
 
 def _is_model_type(annotation: Any) -> bool:
@@ -228,14 +213,15 @@ def _is_model_type(annotation: Any) -> bool:
 def is_typed_handler(fn: object) -> bool:
     """Whether `fn` takes exactly one model-typed input (a pydantic model, dataclass or TypedDict), plus an
     optional `ToolCallContext`: the shape of a typed tool."""
-    return callable(fn) and _is_model_type(_first_input(fn)[0])
+    return callable(fn) and _is_model_type(_typed_input(fn))
 
 
 class TypedTool(Tool):
-    """A tool from a function that takes one input model and returns an output model (DT-4..DT-8).
+    """A tool from a function that takes one input model and returns an output model.
 
     The schema is the input model's. The output is compact JSON (a `str` as-is; a returned `ToolResult`
-    unchanged). An exception becomes a failure with its message, or `Tool invocation failed`.
+    unchanged). An exception becomes a failure with its message, or `Tool invocation failed`. The function
+    receives the call context like any handler (see `toolweave.tools._callables`).
 
     ```python
     from pydantic import BaseModel
@@ -265,26 +251,23 @@ class TypedTool(Tool):
     ) -> None:
         check_tool_name(name, where='typed tool')
         self._fn = _check_handler(fn, name)
-        inferred, self._with_context = _first_input(fn)
-        self.input_type: type[Any] = input_type or inferred
+        self._call = handler_call(fn)
+        self.input_type: type[Any] = input_type or _typed_input(fn)
         if not _is_model_type(self.input_type):
             raise UserError(
                 f'Typed tool {name!r} needs an input model type (a pydantic model, dataclass or TypedDict), got '
                 f"{self.input_type!r}. Annotate the function's single parameter, e.g. `def fn(input: AddInput)`, "
                 'or pass `input_type=AddInput`.'
             )
-        if input_type is not None and inferred is None:
-            self._with_context = _accepts_context(fn)
         self.output_type = output_type
         try:
-            self._adapter: TypeAdapter[Any] = TypeAdapter(self.input_type)
-            schema = clean_schema(self._adapter.json_schema())
+            schema = clean_schema(TypeAdapter(self.input_type).json_schema())
         except (PydanticUserError, PydanticSchemaGenerationError, PydanticInvalidForJsonSchema) as exc:
             raise UserError(f'Error generating schema for typed tool {name!r} from {self.input_type.__qualname__}: '
                             f'{str(exc).strip().splitlines()[0]}') from None
         schema.setdefault('required', [])
         self._definition = ToolDefinition(name, description, schema, metadata or ToolMetadata())
-        self._is_async = _is_async(fn)
+        self._validator = ArgumentsValidator(self.input_type, schema)
 
     @property
     def definition(self) -> ToolDefinition:
@@ -292,16 +275,12 @@ class TypedTool(Tool):
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         try:
-            raw = load_arguments(arguments, self.name)
-        except ValueError as exc:
+            value = self._validator.validate(arguments, self.name)
+        except ArgumentsError as exc:
             return ToolResult.failure(str(exc))
+        args, kwargs = self._call.arguments([value], context)
         try:
-            value = self._adapter.validate_python(raw)
-        except ValidationError as exc:
-            return ToolResult.failure(format_validation_error(exc, self.name, self._definition.parameters))
-        args: list[Any] = [value, context] if self._with_context else [value]
-        try:
-            output = await run_callable(self._fn, self._is_async, args, {})
+            output = await run_callable(self._fn, self._call.is_async, args, kwargs)
         except (ToolConfigurationError, ControlFlowSignal):
             raise
         except Exception as exc:

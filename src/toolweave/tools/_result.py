@@ -6,7 +6,6 @@ from typing import Any
 __all__ = ('NO_MESSAGE', 'ToolResult')
 
 NO_MESSAGE = 'Tool execution failed with no message'
-_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,12 +13,20 @@ class ToolResult:
     """What a tool call produced.
 
     `output` is the text a model sees; `error` is `None` on success; `value` is the Python value the tool
-    returned (a model instance, a dict, a number...), which plan references, pipeline adapters, sinks and
-    tool chaining read without re-parsing the text.
+    returned (a model instance, a dict, a number...), which plan references and pipeline adapters read without
+    re-parsing the text.
+
+    A value may also be an **artifact**: something the tool produced for the rest of the run (sinks, playbook
+    conditions, tool chaining, an agentic tool's result). A value given to `success` is an artifact, whatever its
+    type; a function tool's return value is one when it is structured (an object or a collection), and plain text,
+    numbers and booleans it returns are values only. `success(text, value, artifact=False)` keeps a value without
+    making it an artifact.
 
     ```python
-    print(ToolResult.success('42', 42).value, ToolResult.failure(None).error)
-    #> 42 Tool execution failed with no message
+    print(ToolResult.success('42', 42).value, ToolResult.success('saved', 'draft-7').artifact)
+    #> 42 draft-7
+    print(ToolResult.failure(None).error)
+    #> Tool execution failed with no message
     ```
     """
 
@@ -30,14 +37,17 @@ class ToolResult:
     """Whether `value` was set (a tool may legitimately return `None` as its value)."""
     raised: bool = field(default=False, compare=False)
     """Whether the failure came from an exception raised by the tool body rather than a returned failure."""
+    is_artifact: bool = field(default=True, compare=False)
+    """Whether `value` (when set) is an artifact; see the class docstring."""
 
     @classmethod
-    def success(cls, output: object = None, value: Any = ..., /) -> ToolResult:
-        """A successful result. `None` output becomes `""`; non-string output is converted with `str()`."""
+    def success(cls, output: object = None, value: Any = ..., /, *, artifact: bool = True) -> ToolResult:
+        """A successful result, with `value` as an artifact unless `artifact=False`. `None` output becomes `""`;
+        non-string output is converted with `str()`."""
         text = '' if output is None else output if isinstance(output, str) else str(output)
         if value is ...:
             return cls(text)
-        return cls(text, None, value, True)
+        return cls(text, None, value, True, is_artifact=artifact)
 
     @classmethod
     def failure(cls, message: str | None, /) -> ToolResult:
@@ -60,8 +70,7 @@ class ToolResult:
 
     @property
     def artifact(self) -> Any:
-        """The value as an artifact for sinks and tool chaining: set only for a successful result whose value
-        is an object or a collection, never for plain text, numbers or booleans."""
-        if self.error is None and self.has_value and not isinstance(self.value, _SCALARS):
+        """The artifact of a successful result (see the class docstring), or `None`."""
+        if self.error is None and self.has_value and self.is_artifact:
             return self.value
         return None

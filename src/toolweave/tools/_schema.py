@@ -2,7 +2,7 @@
 
 Parameters become fields of a pydantic model (built once, at decoration time), so validation, coercion and the
 schema come from one source. Parameters typed `ToolCallContext` are injected at call time and never appear in
-the schema (spec CX-16).
+the schema.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import inspect
 import json
 import logging
 import threading
-import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import griffe
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
@@ -25,10 +24,13 @@ from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerati
 from pydantic.fields import FieldInfo
 
 from toolweave.exceptions import UserError
+from toolweave.tools._arguments import ArgumentsError, ToolArguments, load_arguments
+from toolweave.tools._callables import annotated_target, is_async_callable, is_context_type
 from toolweave.tools._context import ToolCallContext
 
 __all__ = (
     'ArgumentsError',
+    'ArgumentsValidator',
     'CallableSchema',
     'DocstringInfo',
     'callable_schema',
@@ -41,10 +43,6 @@ __all__ = (
 _SCHEMA_KEYS_WITH_NAMES = frozenset({'properties', '$defs', 'definitions', 'patternProperties'})
 """Schema keywords whose value maps user-chosen names to subschemas (a property may be called `title`)."""
 _MAX_INPUT_SHOWN = 80
-
-
-class ArgumentsError(ValueError):
-    """Arguments failed validation; the message lists every problem with its field path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,29 +123,6 @@ def _clean(node: Any, *, names: bool) -> Any:
     return node
 
 
-def _is_context_type(hint: Any) -> bool:
-    """`ToolCallContext`, or an optional one (`ToolCallContext | None`)."""
-    if hint is ToolCallContext:
-        return True
-    origin = typing.get_origin(hint)
-    if origin is typing.Annotated:
-        return _is_context_type(typing.get_args(hint)[0])
-    if origin is Union or origin is types.UnionType:
-        members = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        return len(members) == 1 and members[0] is ToolCallContext
-    return False
-
-
-def _annotated_target(fn: Callable[..., Any]) -> Any:
-    """The function whose annotations describe `fn`: through decorators, partials and callable objects."""
-    target: Any = inspect.unwrap(fn)
-    while isinstance(target, functools.partial):
-        target = inspect.unwrap(target.func)
-    if not inspect.isroutine(target) and callable(target) and not isinstance(target, type):
-        target = type(target).__call__
-    return target
-
-
 def _docstring(fn: Callable[..., Any]) -> str | None:
     """The docstring that describes `fn`: a partial's function's; a callable object's class or `__call__`."""
     target: Any = fn
@@ -161,7 +136,7 @@ def _docstring(fn: Callable[..., Any]) -> str | None:
 
 def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter], problems: list[str]) -> dict[str, Any]:
     """Type hints by parameter name. One unresolvable annotation does not hide the others' problems."""
-    target = _annotated_target(fn)
+    target = annotated_target(fn)
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception:  # fall back to one annotation at a time, to name the bad one
@@ -185,6 +160,30 @@ def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter], prob
     return hints
 
 
+class ArgumentsValidator:
+    """The one way tools validate their arguments: read as a JSON object (`load_arguments`), then validated by
+    pydantic against `model` (a pydantic model, a dataclass, a TypedDict, a model built from parameters), prepared
+    once. Every problem is reported at once, in a message written for the model (`format_validation_error`)."""
+
+    __slots__ = ('_adapter', 'schema')
+
+    def __init__(self, model: Any, schema: Mapping[str, Any] | None = None) -> None:
+        self._adapter: TypeAdapter[Any] = TypeAdapter(model)
+        self.schema = schema
+        """The JSON schema the model was shown; its property names are listed when an argument is unexpected."""
+
+    def validate(self, arguments: ToolArguments, tool_name: str) -> Any:
+        """The validated value. Raises `ArgumentsError` with every problem, for the tool called `tool_name`."""
+        return self.validate_mapping(load_arguments(arguments, tool_name), tool_name)
+
+    def validate_mapping(self, data: Mapping[str, Any], tool_name: str) -> Any:
+        """`validate` for arguments already read as a mapping."""
+        try:
+            return self._adapter.validate_python(data)
+        except ValidationError as exc:
+            raise ArgumentsError(format_validation_error(exc, tool_name, self.schema)) from None
+
+
 @dataclass(frozen=True, slots=True)
 class CallableSchema:
     """Everything needed to expose a callable as a tool: its schema, its validator and how to call it."""
@@ -200,13 +199,11 @@ class CallableSchema:
     is_async: bool
     plan: tuple[tuple[str, str, bool], ...]
     """How to call: (parameter name, field name or `''` for the context, positional-only?) per parameter."""
+    validator: ArgumentsValidator
 
-    def validate(self, arguments: Mapping[str, Any], tool_name: str) -> dict[str, Any]:
+    def validate(self, arguments: ToolArguments, tool_name: str) -> dict[str, Any]:
         """The validated values by field name. Raises `ArgumentsError` listing every problem."""
-        try:
-            instance = self.model.model_validate(arguments)
-        except ValidationError as exc:
-            raise ArgumentsError(format_validation_error(exc, tool_name, self.parameters)) from None
+        instance = self.validator.validate(arguments, tool_name)
         # getattr, not model_dump: nested models and dataclasses reach the function as themselves
         return {name: getattr(instance, name) for name in type(instance).model_fields}
 
@@ -262,13 +259,15 @@ def callable_schema(fn: Callable[..., Any], *, where: str | None = None) -> Call
     if problems:
         raise UserError(f'Error generating schema for {label}:\n' + '\n'.join(f'  - {p}' for p in problems))
     assert model is not None  # no problems means the model was built
+    parameters = object_schema(model)
     return CallableSchema(
-        parameters=object_schema(model),
+        parameters=parameters,
         description=doc.description,
         model=model,
         takes_self=takes_self,
-        is_async=_is_async(fn),
+        is_async=is_async_callable(fn),
         plan=tuple(plan),
+        validator=ArgumentsValidator(model, parameters),
     )
 
 
@@ -288,7 +287,7 @@ def _add_field(
             problems.append(f'parameter {name!r} has no type annotation. Annotate it, for example `{name}: str`.')
         return None
     hint = hints[name]
-    if _is_context_type(hint):
+    if is_context_type(hint):
         return ''
     problem = _unsupported(hint)
     if problem is not None:
@@ -351,14 +350,6 @@ def object_schema(model: type[BaseModel]) -> dict[str, Any]:
     raw.pop('additionalProperties', None)
     schema.update(raw)  # `$defs` for nested models, `description` from a model docstring
     return schema
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    target = inspect.unwrap(fn)
-    if inspect.iscoroutinefunction(target):
-        return True
-    call = getattr(target, '__call__', None)  # noqa: B004 - a callable object's async __call__
-    return call is not None and not inspect.isroutine(target) and inspect.iscoroutinefunction(call)
 
 
 def _render_input(value: Any) -> str:

@@ -1,57 +1,25 @@
-"""`TextTool`: a tool that takes one string (spec §9 AD-1..AD-14, AD-22)."""
+"""`TextTool`: a tool that takes one string."""
 
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeAlias
 
 from toolweave.exceptions import UserError
+from toolweave.tools._arguments import ToolArguments, text_input
+from toolweave.tools._callables import handler_call, run_callable, snake_case
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
-from toolweave.tools._function import run_callable, snake_case, to_result
+from toolweave.tools._function import to_result
 from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.tools._tool import Tool
 
 __all__ = ('INPUT_DESCRIPTION', 'TextTool', 'TextToolFunction', 'text_input')
 
 INPUT_DESCRIPTION = 'The input to pass to the tool'
 TextToolFunction: TypeAlias = Callable[..., Any]
 """`fn(text)` or `fn(text, context)`, sync or async, returning a `ToolResult`, a string or `None`."""
-
-
-def text_input(arguments: ToolArguments) -> str:
-    """The string a text tool receives for these arguments (AD-4, AD-9, AD-10).
-
-    `{"input": "x"}` gives `x`; text that is not valid JSON is passed as-is; valid JSON without an `input` key
-    (or with `"input": null`) is passed whole; a non-string `input` is passed as compact JSON.
-
-    ```python
-    print(text_input('{"input": "AI trends"}'), text_input('not valid json'), text_input('{"q": 1}'),
-          text_input('{"input": 42}'))
-    #> AI trends not valid json {"q": 1} 42
-    ```
-    """
-    if arguments is None:
-        return ''
-    if isinstance(arguments, Mapping):
-        loaded: Any = dict(arguments)
-        raw: str | None = None
-    else:
-        raw = arguments
-        try:
-            loaded = json.loads(arguments)
-        except json.JSONDecodeError:
-            return arguments
-    if isinstance(loaded, dict) and loaded.get('input') is not None:
-        value = loaded['input']
-        return value if isinstance(value, str) else _compact(value)
-    return raw if raw is not None else _compact(loaded)
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(',', ':'), ensure_ascii=False, default=str)
 
 
 class TextTool(Tool):
@@ -101,8 +69,7 @@ class TextTool(Tool):
             description = inspect.cleandoc(cls.__doc__) if cls.__doc__ and cls is not TextTool else ''
         metadata = ToolMetadata(return_direct=return_direct, requires_approval=requires_approval, category=category)
         self._definition = ToolDefinition(tool_name, description, dict(self.PARAMETERS), metadata)
-        self._run_is_async = inspect.iscoroutinefunction(cls.run)
-        self._run_takes_context = _takes_context(cls.run, bound=False)
+        self._call = handler_call(self.run)
 
     @property
     def definition(self) -> ToolDefinition:
@@ -114,8 +81,8 @@ class TextTool(Tool):
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         text = text_input(arguments)
-        args: list[Any] = [text, context] if self._run_takes_context else [text]
-        return to_result(await run_callable(self.run, self._run_is_async, args, {}))
+        args, kwargs = self._call.arguments([text], context)
+        return to_result(await run_callable(self.run, self._call.is_async, args, kwargs))
 
     @classmethod
     def from_function(
@@ -140,22 +107,6 @@ class TextTool(Tool):
                                  requires_approval=requires_approval, category=category)
 
 
-def _takes_context(fn: Callable[..., Any], *, bound: bool) -> bool:
-    """Whether `fn` takes a context parameter after the text (and after `self` when not yet bound)."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return True
-    # Only a *required* second parameter receives the context: an optional one (`str.strip`'s `chars`) is left
-    # to its default.
-    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
-                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                  and p.default is inspect.Parameter.empty]
-    return len(positional) >= (2 if bound else 3)
-
-
 class _FunctionTextTool(TextTool):
     def __init__(self, name: str, description: str, fn: TextToolFunction, *, return_direct: bool,
                  requires_approval: bool, category: str | None) -> None:
@@ -165,16 +116,12 @@ class _FunctionTextTool(TextTool):
         super().__init__(name, description, return_direct=return_direct, requires_approval=requires_approval,
                          category=category)
         self._fn = fn
-        target = inspect.unwrap(fn)
-        self._run_is_async = inspect.iscoroutinefunction(target) or (
-            not inspect.isroutine(target) and inspect.iscoroutinefunction(getattr(target, '__call__', None))  # noqa: B004
-        )
-        self._run_takes_context = _takes_context(fn, bound=True)
+        self._call = handler_call(fn)
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         text = text_input(arguments)
-        args: list[Any] = [text, context] if self._run_takes_context else [text]
-        return to_result(await run_callable(self._fn, self._run_is_async, args, {}))
+        args, kwargs = self._call.arguments([text], context)
+        return to_result(await run_callable(self._fn, self._call.is_async, args, kwargs))
 
     def __repr__(self) -> str:
         return f'TextTool(name={self.name!r}, function={getattr(self._fn, "__qualname__", self._fn)!r})'

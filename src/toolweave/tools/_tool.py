@@ -1,37 +1,58 @@
+"""The seam every tool call goes through: `Tool.call`.
+
+A tool is a definition (what a model is told) and a body (`execute`). `call` is the one entry point everything
+uses (a direct call, an agent's tool call, a plan step, a pipeline step, an MCP server): it turns the context
+into a `ToolCallContext`, asks the reviewer when the tool requires approval, runs `execute`, turns every
+exception into a failure result (except `ToolConfigurationError` and control-flow signals, which propagate),
+and records the call once (metrics and a log line) under the tool's name.
+
+Wrappers (`DelegatingTool`) change a tool by overriding `execute` and delegating to the wrapped tool's
+`execute`: however many layers a tool has, a call passes through `call` once, at the outermost layer, under
+the name the model called. `layers()` and `layer(cls)` see through the wrappers; the approval gate, unfolding
+and agentic tools use them to find what a wrapped tool is.
+"""
+
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import anyio
 
-from toolweave import _runtime
-from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
+from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UserError
+from toolweave.tools._arguments import ToolArguments, load_arguments
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata
-from toolweave.tools._metrics import log_call
+from toolweave.tools._metrics import record_call
 from toolweave.tools._result import ToolResult
+from toolweave.tools._review import review_call
 
 if TYPE_CHECKING:
     from toolweave.tools._programmatic import Parameter
 
 __all__ = ('Tool', 'ToolArguments', 'load_arguments')
 
-ToolArguments: TypeAlias = str | Mapping[str, Any] | None
-"""Arguments as a model sends them (a JSON text) or as Python code passes them (a mapping)."""
+T = TypeVar('T')
 
 
 class Tool(ABC):
-    """A tool a model can call. Subclasses implement `definition` and `execute`.
+    """A tool a model can call. Subclasses implement `definition` and `execute`; everything calls `call`.
 
-    `call` is the one entry point everything uses (an agent, a plan step, a pipeline step, an MCP server):
-    it runs the approval gate, times the call, records metrics, logs, and turns every exception into a
-    failure result except `ToolConfigurationError` and control-flow signals, which propagate.
+    `call` is final: it is where approval, timing, metrics, logging and the exception rule happen, once per
+    call. To change what a tool does, override `execute` (or wrap it in a `DelegatingTool`).
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if 'call' in vars(cls):
+            raise UserError(
+                f'{cls.__qualname__} overrides `Tool.call`. `call` is the one instrumented entry of every tool '
+                '(approval, metrics, logging, error handling): override `execute(arguments, context)` instead, and '
+                'to wrap a tool subclass `DelegatingTool` and delegate to `self.delegate.execute`.'
+            )
 
     @property
     @abstractmethod
@@ -49,29 +70,64 @@ class Tool(ABC):
     def description(self) -> str:
         return self.definition.description
 
+    @property
+    def requires_approval(self) -> bool:
+        """Whether a call of this tool is reviewed first: some layer of it requires approval."""
+        return self._reviewed(self.definition)
+
+    @final
     async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
         """Call the tool. Never raises for a tool failure: read `ToolResult.error`."""
         ctx = context if isinstance(context, ToolCallContext) else ToolCallContext.of(context)
         definition = self.definition
         start = perf_counter()
-        if definition.metadata.requires_approval:
-            from toolweave.approval import review_call
-
-            gated = await review_call(self, arguments, ctx)
-            if isinstance(gated, ToolResult):
-                return self._finish(definition.name, arguments, gated, start)
-            arguments = gated
         try:
+            if self._reviewed(definition):
+                reviewed = await review_call(self, arguments, ctx)
+                if isinstance(reviewed, ToolResult):
+                    return self._record(definition, arguments, reviewed, start)
+                arguments = reviewed
             result = await self.execute(arguments, ctx)
         except (ToolConfigurationError, ControlFlowSignal):
             raise
         except Exception as exc:
             result = ToolResult.from_exception(exc)
-        return self._finish(definition.name, arguments, result, start)
+        if not isinstance(result, ToolResult):
+            raise ToolConfigurationError(
+                f'{type(self).__name__}.execute returned {type(result).__name__} {result!r} for tool '
+                f'{definition.name!r}. `execute` must return a ToolResult: `ToolResult.success(text)` or '
+                '`ToolResult.failure(message)`.'
+            )
+        return self._record(definition, arguments, result, start)
 
     def call_sync(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
         """`call` for scripts and notebooks that have no event loop running."""
         return anyio.run(partial(self.call, arguments, context))
+
+    def layers(self) -> Iterator[Tool]:
+        """This tool, then the tools it wraps (see `DelegatingTool`), outermost first."""
+        yield self
+
+    def layer(self, cls: type[T]) -> T | None:
+        """The outermost layer of this tool that is a `cls` (the tool itself included), or `None`."""
+        for layer in self.layers():
+            if isinstance(layer, cls):
+                return layer
+        return None
+
+    def _reviewed(self, definition: ToolDefinition) -> bool:
+        """Whether a call is reviewed: this layer (`definition` is its definition) or one it wraps requires approval.
+        The gate runs once, at the outermost layer; only a tool with layers has others to look at."""
+        if definition.metadata.requires_approval:
+            return True
+        if type(self).layers is Tool.layers:
+            return False
+        return any(layer.definition.metadata.requires_approval for layer in self.layers())
+
+    @staticmethod
+    def _record(definition: ToolDefinition, arguments: ToolArguments, result: ToolResult, start: float) -> ToolResult:
+        record_call(definition.name, arguments, result.output, result.error, perf_counter() - start)
+        return result
 
     @classmethod
     def create(
@@ -83,42 +139,12 @@ class Tool(ABC):
         *,
         metadata: ToolMetadata | None = None,
     ) -> Tool:
-        """A tool built in code (see `toolweave.tools._programmatic`): the handler receives the arguments dict,
-        or, when it takes one model-typed input and no `parameters` are given, the validated model (typed tool).
-        """
-        from toolweave.tools._programmatic import create_tool
+        """A tool built in code: the handler receives the arguments dict (declared `parameters` validated), or,
+        when it takes one model-typed input and no `parameters` are given, the validated model (a typed tool).
+        See `ProgrammaticTool` and `TypedTool`."""
+        from toolweave.tools._programmatic import create_tool  # the factory's products subclass Tool
 
         return create_tool(name, description, handler, parameters, metadata=metadata)
 
-    @staticmethod
-    def _finish(name: str, arguments: ToolArguments, result: ToolResult, start: float) -> ToolResult:
-        seconds = perf_counter() - start
-        _runtime.current_metrics().record(name, ok=result.error is None, seconds=seconds)
-        log_call(name, arguments, result.output, result.error, seconds * 1000)
-        return result
-
     def __repr__(self) -> str:
         return f'{type(self).__name__}(name={self.definition.name!r})'
-
-
-def load_arguments(arguments: ToolArguments, tool_name: str) -> dict[str, Any]:
-    """Arguments as a dict. Raises `ValueError` with the fix when they are not a JSON object."""
-    if arguments is None:
-        return {}
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
-    if not arguments.strip():
-        return {}
-    try:
-        loaded = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f'Invalid JSON arguments for tool {tool_name!r}: {exc.msg} at line {exc.lineno} column {exc.colno}. '
-            'Send a JSON object such as {"name": "value"}.'
-        ) from None
-    if not isinstance(loaded, dict):
-        raise ValueError(
-            f'Arguments for tool {tool_name!r} must be a JSON object, got {type(loaded).__name__}: '
-            f'{arguments[:100]!r}. Wrap the values in an object such as {{"name": "value"}}.'
-        )
-    return loaded

@@ -1,27 +1,26 @@
-"""`Toolset`: a list of tools, functions, objects with `@tool` methods, toolsets and tool groups, resolved into
-uniquely named tools with a dict lookup."""
+"""`Toolset`: tools resolved from a mixed list into unique names, looked up with one dict hit; and its live views
+(`filtered`, `prefixed`, `combined`), which read the toolsets they wrap at each access."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from toolweave.exceptions import DuplicateToolError, UnknownToolError, UserError
+from toolweave.tools._arguments import ToolArguments
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, check_tool_name
+from toolweave.tools._function import function_tool, tools_from_safely
+from toolweave.tools._groups import ToolGroup
 from toolweave.tools._result import ToolResult
-from toolweave.tools._tool import Tool, ToolArguments
+from toolweave.tools._tool import Tool
+from toolweave.tools._wrappers import renamed
 
-if TYPE_CHECKING:
-    from toolweave.tools._groups import ToolGroup
-
-__all__ = ('Toolset', 'ToolsetItem', 'describe_origin')
-
-ToolsetItem: TypeAlias = Any
-"""Anything `Toolset` resolves: a `Tool`, a function, an object with `@tool` methods, a `Toolset`, a `ToolGroup`."""
+__all__ = ('ToolPredicate', 'Toolset', 'ToolsetItem', 'describe_origin')
 
 ToolPredicate: TypeAlias = Callable[[Tool], bool]
 
@@ -30,30 +29,32 @@ class Toolset:
     """Named tools, resolved once from a mixed list and looked up by name with one dict hit.
 
     Items may be `Tool` instances, plain or `@tool`-decorated functions, objects with `@tool` methods, other
-    toolsets and tool groups. Names must be unique: a clash raises `DuplicateToolError` naming both origins.
-    Tool groups stay unloaded until a tool of theirs is needed (`get` of a name not found yet, `names`,
-    iteration) or `await toolset.load()` runs.
+    toolsets (copied) and tool groups. Names must be unique: a clash raises `DuplicateToolError` naming both
+    origins. Tool groups stay unloaded until a tool of theirs is needed (`get` of a name not found yet, `names`,
+    iteration) or `await toolset.load()` runs; `len()` counts the tools loaded so far and never loads.
+
+    `filtered`, `prefixed` and `combined` return live views: they read this toolset at every access, so tools
+    added to it later show through them.
 
     ```python
     from toolweave.testing import FakeTool
     tools = Toolset([FakeTool('search'), FakeTool('fetch')])
-    print(tools.names, 'search' in tools)
-    #> ['search', 'fetch'] True
+    web = tools.prefixed('web')
+    tools.add(FakeTool('clock'))
+    print(tools.names, 'search' in tools, web.names)
+    #> ['search', 'fetch', 'clock'] True ['web_search', 'web_fetch', 'web_clock']
     ```
     """
 
-    __slots__ = ('_groups', '_lock', '_origins', '_pending', '_tools')
+    __slots__ = ('_source',)
 
     def __init__(self, items: Iterable[ToolsetItem] | None = None, /) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._origins: dict[str, str] = {}
-        self._groups: dict[str, ToolGroup] = {}
-        self._pending: list[ToolGroup] = []
-        self._lock = threading.Lock()  # guards loading pending groups from several threads
+        registry = _Registry()
+        self._source: _Source = registry
         if items is None:
             return
-        if isinstance(items, Toolset):  # a copy that keeps its unloaded groups unloaded
-            self._add_item(items, 'toolset')
+        if isinstance(items, Toolset):
+            registry.add_item(items, 'toolset')
             return
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise UserError(
@@ -61,131 +62,44 @@ class Toolset:
                 'Wrap a single tool in a list: `Toolset([my_tool])`.'
             )
         for index, item in enumerate(items):
-            self._add_item(item, f'index {index}')
+            registry.add_item(item, f'index {index}')
 
-    # --- building -----------------------------------------------------------------------------------------
+    @classmethod
+    def _view(cls, source: _Source) -> Toolset:
+        view = object.__new__(cls)
+        view._source = source
+        return view
 
     def add(self, item: ToolsetItem, /) -> Toolset:
         """Register one more item (a tool, function, object, toolset or group) after construction; returns
-        `self`. Anything already holding this toolset (a plan meta-tool, an agent) sees the new tools."""
-        self._add_item(item, f'add() #{len(self._tools) + len(self._pending)}')
+        `self`. Anything already holding this toolset (a plan meta-tool, an agent, a view) sees the new tools."""
+        source = self._source
+        if not isinstance(source, _Registry):
+            raise UserError(f'{self!r} is a view of other toolsets (filtered, prefixed or combined): add the tool to '
+                            'the toolset it views instead, and the view shows it.')
+        source.add_item(item, f'add() #{source.count()}')
         return self
-
-    def _add_item(self, item: ToolsetItem, where: str) -> None:
-        from toolweave.tools._groups import ToolGroup
-
-        if item is None:
-            raise UserError(f'Tool at {where} must not be null. Remove the `None` entry from the tool list.')
-        if isinstance(item, Tool):
-            self._register(item, f'{where} ({describe_origin(item)})')
-        elif isinstance(item, Toolset):
-            # Copy what is loaded; groups the other toolset has not loaded yet stay unloaded here too.
-            for name, tool in list(item._tools.items()):
-                self._register(tool, f'{where} (toolset: {item._origins[name]})')
-            for group in list(item._groups.values()):
-                if any(group is pending for pending in item._pending):
-                    self._add_group(group, f'{where} (toolset)')
-                else:
-                    self._groups.setdefault(group.role, group)
-        elif isinstance(item, ToolGroup):
-            self._add_group(item, where)
-        else:
-            for tool in _resolve_other(item, where):
-                self._register(tool, f'{where} ({describe_origin(tool, item)})')
-
-    def _add_group(self, group: ToolGroup, where: str) -> None:
-        if group.role in self._groups:
-            same = 'is added twice' if self._groups[group.role] is group else 'clashes with an earlier group'
-            raise DuplicateToolError(
-                f'Duplicate tool group role: {group.role!r} at {where} {same}. Add each group once, and give '
-                'each group a distinct role.'
-            )
-        self._groups[group.role] = group
-        if group.loaded:
-            for tool in group.tools_now():
-                self._register(tool, f'{where} (group {group.role!r}: {describe_origin(tool)})')
-        else:
-            self._pending.append(group)
-
-    def _register(self, tool: Tool, origin: str) -> None:
-        definition = tool.definition
-        if not isinstance(definition, ToolDefinition):
-            raise UserError(
-                f'Tool at {origin} has a definition of type {type(definition).__name__}, not ToolDefinition. '
-                'Return a `ToolDefinition` from the `definition` property.'
-            )
-        name = check_tool_name(definition.name, where=origin)
-        existing = self._origins.get(name)
-        if existing is not None:
-            raise DuplicateToolError(
-                f'Duplicate tool name: {name!r} comes from both {existing} and {origin}. Tool names must be '
-                "unique: rename one of them, or add one side through a prefixed toolset (`.prefixed('x')`)."
-            )
-        self._tools[name] = tool
-        self._origins[name] = origin
-
-    # --- tool groups ---------------------------------------------------------------------------------------
-
-    def _load_pending_sync(self) -> None:
-        with self._lock:
-            while self._pending:
-                group = self._pending[0]
-                self._settle(group, group.load_sync())
 
     async def load(self) -> Toolset:
         """Load every tool group not loaded yet (async loaders included) and register its tools; returns
         `self`. Needed before sync access when a group has an async loader."""
-        while self._pending:
-            group = self._pending[0]
-            tools = await group.load()
-            with self._lock:
-                if self._pending and self._pending[0] is group:  # another task may have settled it meanwhile
-                    self._settle(group, tools)
+        await self._source.load()
         return self
-
-    def _settle(self, group: ToolGroup, tools: list[Tool]) -> None:
-        added: list[str] = []
-        try:
-            for tool in tools:
-                self._register(tool, f'group {group.role!r} ({describe_origin(tool)})')
-                added.append(tool.name)
-        except BaseException:
-            # All or nothing: a clash leaves the group pending, so every later access reports it again.
-            for name in added:
-                del self._tools[name], self._origins[name]
-            raise
-        self._pending.pop(0)
-
-    def group(self, role: str) -> ToolGroup:
-        """The tool group with this role. Raises `UserError` listing the roles that exist."""
-        found = self._groups.get(role)
-        if found is None:
-            roles = ', '.join(repr(r) for r in self._groups) or '(none)'
-            raise UserError(f'Unknown tool group role {role!r} in this toolset. Available roles: {roles}. '
-                            'Add the group to the toolset: `Toolset([..., ToolGroup(role, loader)])`.')
-        return found
-
-    @property
-    def groups(self) -> list[ToolGroup]:
-        """The tool groups, loaded or not, in the order they were added."""
-        return list(self._groups.values())
 
     # --- lookup --------------------------------------------------------------------------------------------
 
     def get(self, name: str) -> Tool:
         """The tool named `name`. Raises `UnknownToolError` listing the available names."""
-        try:
-            return self._tools[name]
-        except KeyError:
-            pass
-        except TypeError:  # an unhashable "name" from a malformed plan or model reply
-            raise UnknownToolError(repr(name), self.names) from None
-        if self._pending:
-            self._load_pending_sync()
-            found = self._tools.get(name)
-            if found is not None:
-                return found
-        raise UnknownToolError(name, list(self._tools))
+        if not isinstance(name, str):  # an unhashable or non-string "name" from a malformed plan or model reply
+            raise UnknownToolError(repr(name), self.names)
+        source = self._source
+        found = source.find(name)
+        if found is None and source.pending:
+            source.load_sync()
+            found = source.find(name)
+        if found is None:
+            raise UnknownToolError(name, [tool.name for tool in source.loaded()])
+        return found
 
     def find(self, name: str) -> Tool | None:
         """The tool named `name`, or `None`."""
@@ -197,104 +111,116 @@ class Toolset:
     def origin(self, name: str) -> str:
         """Where the tool named `name` came from (for error messages)."""
         self.get(name)
-        return self._origins[name]
+        return self._source.origin(name)
 
     async def call(self, name: str, arguments: ToolArguments = None,
                    context: Mapping[str, Any] | None = None) -> ToolResult:
-        """Dispatch a call by name. An unknown name gives the failure `Unknown tool '<name>'` instead of
-        raising (AD-20), so a model's typo becomes a message it can read."""
-        tool = self._tools.get(name) if isinstance(name, str) else None
+        """Dispatch a call by name. An unknown name gives the failure `Unknown tool '<name>'. Available tools: ...`
+        instead of raising, so a model's typo becomes a message it can read."""
+        source = self._source
+        tool = source.find(name) if isinstance(name, str) else None
+        if tool is None and source.pending:
+            await source.load()
+            tool = source.find(name) if isinstance(name, str) else None
         if tool is None:
-            if self._pending:
-                await self.load()
-                tool = self._tools.get(name) if isinstance(name, str) else None
-            if tool is None:
-                available = ', '.join(self._tools) or '(none)'
-                return ToolResult.failure(f'Unknown tool {name!r}. Available tools: {available}.')
+            available = ', '.join(t.name for t in source.loaded()) or '(none)'
+            return ToolResult.failure(f'Unknown tool {name!r}. Available tools: {available}.')
         return await tool.call(arguments, context if context is not None else ToolCallContext.EMPTY)
 
     @property
     def names(self) -> list[str]:
         """Every tool name, in order (loads pending groups)."""
-        if self._pending:
-            self._load_pending_sync()
-        return list(self._tools)
+        return [tool.name for tool in self.tools]
 
     @property
     def tools(self) -> list[Tool]:
         """Every tool, in order (loads pending groups)."""
-        if self._pending:
-            self._load_pending_sync()
-        return list(self._tools.values())
+        source = self._source
+        if source.pending:
+            source.load_sync()
+        return source.loaded()
 
     def definitions(self) -> list[ToolDefinition]:
         """The definitions of every tool, in order (what a model is told)."""
         return [tool.definition for tool in self.tools]
 
+    # --- tool groups ---------------------------------------------------------------------------------------
+
+    def group(self, role: str) -> ToolGroup:
+        """The tool group with this role. Raises `UserError` listing the roles that exist."""
+        groups = self._source.groups()
+        found = groups.get(role)
+        if found is None:
+            roles = ', '.join(repr(r) for r in groups) or '(none)'
+            raise UserError(f'Unknown tool group role {role!r} in this toolset. Available roles: {roles}. '
+                            'Add the group to the toolset: `Toolset([..., ToolGroup(role, loader)])`.')
+        return found
+
+    @property
+    def groups(self) -> list[ToolGroup]:
+        """The tool groups, loaded or not, in the order they were added."""
+        return list(self._source.groups().values())
+
+    # --- views ---------------------------------------------------------------------------------------------
+
+    def filtered(self, keep: ToolPredicate | Iterable[str]) -> Toolset:
+        """A live view with only the tools `keep` selects: a predicate over tools, or a collection of names (each
+        must name a tool now). Tool groups keep their roles."""
+        if callable(keep):
+            return Toolset._view(_Filtered(self, keep))
+        if isinstance(keep, str):
+            raise UserError(f'filtered() needs a list of names or a predicate, got the string {keep!r}. '
+                            f'Write `.filtered([{keep!r}])`.')
+        wanted = frozenset(keep)
+        for name in wanted:
+            self.get(name)
+        return Toolset._view(_Filtered(self, lambda tool: tool.name in wanted))
+
+    def prefixed(self, prefix: str) -> Toolset:
+        """A live view whose tools are renamed `<prefix>_<name>`; behaviour and context are unchanged, and calls
+        are reviewed, recorded and logged under the new names."""
+        check_tool_name(prefix, where='prefixed()')
+        view = Toolset._view(_Prefixed(self, prefix))
+        view.tools  # noqa: B018 - a name the prefix makes too long is reported now, not at the first call
+        return view
+
+    def combined(self, *others: Toolset | Iterable[ToolsetItem]) -> Toolset:
+        """A live view with these tools followed by every other's; a name clash raises `DuplicateToolError` (now,
+        and at any later access that meets it)."""
+        sources = [self, *(other if isinstance(other, Toolset) else Toolset(other) for other in others)]
+        view = Toolset._view(_Combined(sources))
+        view._source.loaded()  # report a clash between the tools loaded now at once
+        return view
+
+    # --- container protocol --------------------------------------------------------------------------------
+
     def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        if name in self._tools:
-            return True
-        if self._pending:
-            self._load_pending_sync()
-        return name in self._tools
+        return isinstance(name, str) and self.find(name) is not None
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools)
 
     def __len__(self) -> int:
-        return len(self.names)
+        """The number of tools loaded so far (tool groups not loaded yet are not counted, and not loaded)."""
+        return len(self._source.loaded())
 
     def __bool__(self) -> bool:
-        return bool(self._tools) or bool(self._pending)
+        """Whether the toolset has a tool or a tool group not loaded yet."""
+        return bool(self._source.loaded()) or self._source.pending
 
     def __repr__(self) -> str:
-        pending = f', unloaded groups={[g.role for g in self._pending]!r}' if self._pending else ''
-        return f'Toolset({list(self._tools)!r}{pending})'
+        source = self._source
+        loaded = [tool.name for tool in source.loaded()]
+        if not source.pending:
+            return f'Toolset({loaded!r})'
+        unloaded = [group.role for group in source.groups().values() if not group.loaded]
+        return f'Toolset({loaded!r}, unloaded groups={unloaded!r})'
 
-    # --- derived toolsets ----------------------------------------------------------------------------------
 
-    def filtered(self, keep: ToolPredicate | Iterable[str]) -> Toolset:
-        """A new toolset with only the tools `keep` selects: a predicate over tools, or a collection of names
-        (every name must exist)."""
-        if callable(keep):
-            predicate = keep
-            chosen = [tool for tool in self.tools if predicate(tool)]
-        else:
-            if isinstance(keep, str):
-                raise UserError(f'filtered() needs a list of names or a predicate, got the string {keep!r}. '
-                                f'Write `.filtered([{keep!r}])`.')
-            wanted = list(keep)
-            for name in wanted:
-                self.get(name)
-            chosen = [tool for tool in self.tools if tool.name in set(wanted)]
-        derived = self._derived(chosen)
-        derived._groups = dict(self._groups)  # a filtered view keeps the roles (their tools keep their names)
-        return derived
-
-    def prefixed(self, prefix: str) -> Toolset:
-        """A new toolset whose tools are renamed `<prefix>_<name>`; behaviour and context are unchanged."""
-        from toolweave.decorators import renamed
-
-        check_tool_name(prefix, where='prefixed()')
-        return self._derived([renamed(tool, f'{prefix}_{tool.name}') for tool in self.tools])
-
-    def combined(self, *others: Toolset | Iterable[ToolsetItem]) -> Toolset:
-        """A new toolset with these tools followed by every other's; a name clash raises
-        `DuplicateToolError`."""
-        result = Toolset()
-        result._add_item(self, 'combined() self')
-        for position, other in enumerate(others, start=1):
-            result._add_item(other if isinstance(other, Toolset) else Toolset(other), f'combined() #{position}')
-        return result
-
-    def _derived(self, tools: list[Tool]) -> Toolset:
-        result = Toolset()
-        for tool in tools:
-            result._tools[tool.name] = tool
-            result._origins[tool.name] = self._origins.get(tool.name, describe_origin(tool))
-        return result
+ToolsetItem: TypeAlias = Tool | Toolset | ToolGroup | Callable[..., Any] | object
+"""Anything a `Toolset` resolves: a `Tool`, a function (made a tool with `@tool`'s defaults), an object with
+`@tool` methods (or of a class decorated with `@unfolding_tools`), another `Toolset`, a `ToolGroup`. (Any object
+may carry `@tool` methods, so the type cannot be narrower than `object`; the members say what is meant.)"""
 
 
 def describe_origin(tool: Tool, source: object = None) -> str:
@@ -306,26 +232,278 @@ def describe_origin(tool: Tool, source: object = None) -> str:
     return f'method {tool.name!r} of {type(source).__name__} object'
 
 
-def _resolve_other(item: object, where: str) -> list[Tool]:
-    """Tools from a function or an object with `@tool` methods, or AD-17's error."""
-    from toolweave.tools import _function
+# --- sources: where a toolset's tools come from ------------------------------------------------------------------
 
+
+class _Source(ABC):
+    """What a `Toolset` reads its tools from. `find` and `loaded` never load pending groups."""
+
+    @abstractmethod
+    def find(self, name: str) -> Tool | None: ...
+
+    @abstractmethod
+    def loaded(self) -> list[Tool]: ...
+
+    @property
+    @abstractmethod
+    def pending(self) -> bool:
+        """Whether some tool group is not loaded yet."""
+
+    @abstractmethod
+    def load_sync(self) -> None: ...
+
+    @abstractmethod
+    async def load(self) -> None: ...
+
+    @abstractmethod
+    def origin(self, name: str) -> str: ...
+
+    @abstractmethod
+    def groups(self) -> dict[str, ToolGroup]: ...
+
+
+class _Registry(_Source):
+    """The tools of a `Toolset(items)`: registered once, checked for clashes, plus the groups not loaded yet."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+        self.origins: dict[str, str] = {}
+        self.group_roles: dict[str, ToolGroup] = {}
+        self.unloaded: list[ToolGroup] = []
+        self.lock = threading.Lock()  # guards loading pending groups from several threads
+
+    def count(self) -> int:
+        return len(self.tools) + len(self.unloaded)
+
+    def add_item(self, item: object, where: str) -> None:
+        if item is None:
+            raise UserError(f'Tool at {where} must not be null. Remove the `None` entry from the tool list.')
+        if isinstance(item, Tool):
+            self.register(item, f'{where} ({describe_origin(item)})')
+        elif isinstance(item, Toolset):
+            self.add_toolset(item, where)
+        elif isinstance(item, ToolGroup):
+            self.add_group(item, where)
+        else:
+            for tool in _resolve_other(item, where):
+                self.register(tool, f'{where} ({describe_origin(tool, item)})')
+
+    def add_toolset(self, other: Toolset, where: str) -> None:
+        """Copy what `other` has loaded; groups it has not loaded yet stay unloaded here too."""
+        source = other._source
+        if not isinstance(source, _Registry):  # a view: copy its tools as they are now
+            for tool in other.tools:
+                self.register(tool, f'{where} (toolset: {source.origin(tool.name)})')
+            for group in source.groups().values():
+                self.group_roles.setdefault(group.role, group)
+            return
+        for name, tool in list(source.tools.items()):
+            self.register(tool, f'{where} (toolset: {source.origins[name]})')
+        for group in list(source.group_roles.values()):
+            if any(group is pending for pending in source.unloaded):
+                self.add_group(group, f'{where} (toolset)')
+            else:
+                self.group_roles.setdefault(group.role, group)
+
+    def add_group(self, group: ToolGroup, where: str) -> None:
+        if group.role in self.group_roles:
+            same = 'is added twice' if self.group_roles[group.role] is group else 'clashes with an earlier group'
+            raise DuplicateToolError(
+                f'Duplicate tool group role: {group.role!r} at {where} {same}. Add each group once, and give '
+                'each group a distinct role.'
+            )
+        self.group_roles[group.role] = group
+        if group.loaded:
+            for tool in group.tools_now():
+                self.register(tool, f'{where} (group {group.role!r}: {describe_origin(tool)})')
+        else:
+            self.unloaded.append(group)
+
+    def register(self, tool: Tool, origin: str) -> None:
+        definition = tool.definition
+        if not isinstance(definition, ToolDefinition):
+            raise UserError(
+                f'Tool at {origin} has a definition of type {type(definition).__name__}, not ToolDefinition. '
+                'Return a `ToolDefinition` from the `definition` property.'
+            )
+        name = check_tool_name(definition.name, where=origin)
+        existing = self.origins.get(name)
+        if existing is not None:
+            raise DuplicateToolError(
+                f'Duplicate tool name: {name!r} comes from both {existing} and {origin}. Tool names must be '
+                "unique: rename one of them, or add one side through a prefixed toolset (`.prefixed('x')`)."
+            )
+        self.tools[name] = tool
+        self.origins[name] = origin
+
+    def find(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def loaded(self) -> list[Tool]:
+        return list(self.tools.values())
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.unloaded)
+
+    def load_sync(self) -> None:
+        with self.lock:
+            while self.unloaded:
+                group = self.unloaded[0]
+                self.settle(group, group.load_sync())
+
+    async def load(self) -> None:
+        while self.unloaded:
+            group = self.unloaded[0]
+            tools = await group.load()
+            with self.lock:
+                if self.unloaded and self.unloaded[0] is group:  # another task may have settled it meanwhile
+                    self.settle(group, tools)
+
+    def settle(self, group: ToolGroup, tools: list[Tool]) -> None:
+        added: list[str] = []
+        try:
+            for tool in tools:
+                self.register(tool, f'group {group.role!r} ({describe_origin(tool)})')
+                added.append(tool.name)
+        except BaseException:
+            # All or nothing: a clash leaves the group pending, so every later access reports it again.
+            for name in added:
+                del self.tools[name], self.origins[name]
+            raise
+        self.unloaded.pop(0)
+
+    def origin(self, name: str) -> str:
+        return self.origins[name]
+
+    def groups(self) -> dict[str, ToolGroup]:
+        return self.group_roles
+
+
+class _View(_Source):
+    """A source that reads other toolsets at every access."""
+
+    def __init__(self, sources: list[Toolset]) -> None:
+        self.sources = sources
+
+    @property
+    def pending(self) -> bool:
+        return any(toolset._source.pending for toolset in self.sources)
+
+    def load_sync(self) -> None:
+        for toolset in self.sources:
+            if toolset._source.pending:
+                toolset._source.load_sync()
+
+    async def load(self) -> None:
+        for toolset in self.sources:
+            await toolset._source.load()
+
+    def groups(self) -> dict[str, ToolGroup]:
+        found: dict[str, ToolGroup] = {}
+        for toolset in self.sources:
+            found.update(toolset._source.groups())
+        return found
+
+
+class _Filtered(_View):
+    def __init__(self, source: Toolset, keep: ToolPredicate) -> None:
+        super().__init__([source])
+        self.keep = keep
+
+    def find(self, name: str) -> Tool | None:
+        tool = self.sources[0]._source.find(name)
+        return tool if tool is not None and self.keep(tool) else None
+
+    def loaded(self) -> list[Tool]:
+        return [tool for tool in self.sources[0]._source.loaded() if self.keep(tool)]
+
+    def origin(self, name: str) -> str:
+        return self.sources[0]._source.origin(name)
+
+
+class _Prefixed(_View):
+    def __init__(self, source: Toolset, prefix: str) -> None:
+        super().__init__([source])
+        self.prefix = f'{prefix}_'
+        self.renamed: dict[str, tuple[Tool, Tool]] = {}
+        """Inner name -> (inner tool, its renamed wrapper): each tool is wrapped once, so lookups return the same
+        object every time."""
+
+    def wrap(self, tool: Tool) -> Tool:
+        cached = self.renamed.get(tool.name)
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        wrapper = renamed(tool, f'{self.prefix}{tool.name}')
+        self.renamed[tool.name] = (tool, wrapper)
+        return wrapper
+
+    def find(self, name: str) -> Tool | None:
+        if not name.startswith(self.prefix):
+            return None
+        tool = self.sources[0]._source.find(name[len(self.prefix):])
+        return None if tool is None else self.wrap(tool)
+
+    def loaded(self) -> list[Tool]:
+        return [self.wrap(tool) for tool in self.sources[0]._source.loaded()]
+
+    def origin(self, name: str) -> str:
+        inner = name[len(self.prefix):]
+        return f'{self.sources[0]._source.origin(inner)}, prefixed {self.prefix[:-1]!r}'
+
+
+class _Combined(_View):
+    def find(self, name: str) -> Tool | None:
+        found: Tool | None = None
+        where = -1
+        for index, toolset in enumerate(self.sources):
+            tool = toolset._source.find(name)
+            if tool is None:
+                continue
+            if found is not None:
+                self.clash(name, where, index)
+            found, where = tool, index
+        return found
+
+    def loaded(self) -> list[Tool]:
+        tools: dict[str, tuple[Tool, int]] = {}
+        for index, toolset in enumerate(self.sources):
+            for tool in toolset._source.loaded():
+                seen = tools.get(tool.name)
+                if seen is not None:
+                    self.clash(tool.name, seen[1], index)
+                tools[tool.name] = (tool, index)
+        return [tool for tool, _ in tools.values()]
+
+    def clash(self, name: str, first: int, second: int) -> None:
+        one, other = (self.sources[index]._source.origin(name) for index in (first, second))
+        raise DuplicateToolError(
+            f'Duplicate tool name: {name!r} comes from both combined() #{first} ({one}) and #{second} ({other}). '
+            "Tool names must be unique: rename one of them, or combine one side through a prefixed toolset "
+            "(`.prefixed('x')`)."
+        )
+
+    def origin(self, name: str) -> str:
+        for index, toolset in enumerate(self.sources):
+            if toolset._source.find(name) is not None:
+                return f'combined() #{index} ({toolset._source.origin(name)})'
+        raise KeyError(name)
+
+
+def _resolve_other(item: object, where: str) -> list[Tool]:
+    """Tools from a function or an object with `@tool` methods (or a class-provided set of tools)."""
     if isinstance(item, type):
         raise UserError(
             f'Tool object at {where} is the class {item.__name__}, not an instance. '
             f'Pass an instance instead: `{item.__name__}()`.'
         )
-    from toolweave.progressive import _introspect
-
-    if _introspect.spec_of(type(item)) is not None:  # an `@unfolding_tools` object is one facade, not its methods
-        return [_introspect.facade_from_instance(item)]
-    if _function.has_tool_methods(item):
-        return list(_function.tools_from(item))
     if inspect.isroutine(item) or isinstance(item, functools.partial):
-        return [_function.function_tool(item)]
+        return [function_tool(item)]
+    found = tools_from_safely(item)
+    if found:
+        return found
     raise UserError(
         f"Tool object of type '{type(item).__name__}' is neither a Tool nor has @tool-decorated methods "
         f'(at {where}: {item!r}). Pass a Tool, a function, or an object with methods decorated with '
         '`@toolweave.tool`.'
     )
-

@@ -2,7 +2,7 @@
 
 Concurrent reviews (parallel plan steps, several tools in one model turn, several event loops in several
 threads) are serialised by ONE process-wide lock, so prompts never interleave and every answer goes to the
-prompt it was typed for (AP-12). The lock is a `threading.Lock` polled from async code, which works across
+prompt it was typed for. The lock is a `threading.Lock` polled from async code, which works across
 event loops and threads and never blocks an event loop.
 
 Answers are read from the file descriptor with `select`, in a worker thread that checks for cancellation, so a
@@ -27,7 +27,8 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from toolweave.approval import ReviewDecision, ReviewRequest, describe_arguments
+from toolweave._checks import check_number
+from toolweave.approval._model import ReviewDecision, ReviewRequest, describe_arguments
 from toolweave.exceptions import ExitEarly
 
 if TYPE_CHECKING:
@@ -95,10 +96,11 @@ class ConsoleReviewHandler:
     ```
     """
 
+    applies_timeout = True  # the clock starts once the prompt is on screen, not while waiting for the console
+
     def __init__(self, *, stdin: IO[str] | None = None, console: Console | None = None,
                  max_chars: int = 4000) -> None:
-        if max_chars < 1:
-            raise ValueError(f'max_chars of ConsoleReviewHandler must be >= 1, got {max_chars!r}.')
+        check_number(max_chars, 'max_chars of ConsoleReviewHandler', integer=True, minimum=1)
         self._stdin = stdin
         self._console = console if console is not None else _rich_console(stderr=True)
         self._max_chars = max_chars

@@ -13,12 +13,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-if TYPE_CHECKING:
-    from toolweave.approval import ReviewDecision, ReviewRequest
+from toolweave.approval._model import ReviewDecision, ReviewRequest
 
 __all__ = ('ApprovalLog', 'ApprovalRecord', 'current_approval_log', 'record_approvals')
 

@@ -1,0 +1,204 @@
+"""The gate: who reviews a call, how their decisions combine, and the record each decision leaves.
+
+Reviewers are ambient. `use_review_handler(h)` adds `h` for the calls made inside the block, however deeply
+nested; plans, pipelines and agents given a `review_handler` install theirs the same way. Reviewers installed
+inside each other all review a call, the innermost first, and the stricter decision wins: one rejection rejects,
+an edit reaches the next reviewer as the arguments it reviews, and the call runs only if every reviewer lets it.
+So a pipeline built with its own `AutoApproveHandler` cannot let through what the agent's reviewer rejects.
+
+`Tool.call` asks the gate before a tool that requires approval runs (see `toolweave.tools._review`); a tool body
+may ask on its own with `request_approval`. With no reviewer installed, both are a `ToolConfigurationError`: an
+unattended run never approves silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any
+
+from toolweave._ambient import using
+from toolweave.approval._handlers import ReviewHandler, ask_handler, check_review_handler
+from toolweave.approval._log import ApprovalRecord, current_approval_log
+from toolweave.approval._model import (
+    DEFAULT_ON_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    OnTimeout,
+    ReviewDecision,
+    ReviewRequest,
+    ReviewTiming,
+    describe_arguments,
+)
+from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
+from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolResult
+from toolweave.tools._metrics import truncate
+from toolweave.tools._review import reviewer_var
+
+__all__ = (
+    'APPROVAL_OPTIONS_KEY',
+    'current_review_handlers',
+    'decide',
+    'request_approval',
+    'review_options',
+    'use_review_handler',
+)
+
+logger = logging.getLogger('toolweave.approval')
+
+APPROVAL_OPTIONS_KEY = 'approval'
+"""`ToolMetadata.extra` key holding a gated tool's own `timeout` and `on_timeout` (see `requires_approval`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Reviewers:
+    """The reviewers installed around the current call, outermost first: the gate `Tool.call` asks."""
+
+    handlers: tuple[ReviewHandler, ...]
+
+    async def review_call(self, tool: Tool, arguments: ToolArguments,
+                          context: ToolCallContext) -> ToolArguments | ToolResult:
+        name = tool.name
+        timeout, on_timeout = review_options(tool)
+        shown = describe_arguments(arguments)
+        request = ReviewRequest(name, f'{name}: {shown}', arguments, timeout=timeout, on_timeout=on_timeout,
+                                context=context)
+        decision = await _decide_all(self.handlers, request, describe_edits=True)
+        if decision.kind == 'continue':
+            return arguments
+        if decision.kind == 'edit':
+            return decision.revised
+        reason = f' ({decision.reason})' if decision.reason else ''
+        return ToolResult.failure(f'Rejected by reviewer: {shown}{reason}')
+
+
+def current_review_handlers() -> tuple[ReviewHandler, ...]:
+    """The reviewers installed around the calling code, outermost first."""
+    reviewers = reviewer_var.get()
+    return reviewers.handlers if isinstance(reviewers, _Reviewers) else ()
+
+
+@contextmanager
+def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
+    """Add `handler` to the reviewers of every gated call made inside the block, however deeply nested (`None`, or
+    a handler already installed around the block, changes nothing: one reviewer reviews a call once). Reviewers
+    already installed around the block still review those calls, after it: the stricter decision wins.
+
+    ```python
+    from toolweave import AutoApproveHandler, ReviewDecision, TextTool, use_review_handler
+    from toolweave.testing import RecordingReviewHandler
+
+    delete = TextTool.from_function('delete', 'Deletes a file', lambda path: f'deleted {path}', requires_approval=True)
+    with use_review_handler(RecordingReviewHandler(ReviewDecision.reject('read-only'))):
+        with use_review_handler(AutoApproveHandler()):
+            print(delete.call_sync('/tmp/x').error)
+    #> Rejected by reviewer: /tmp/x (read-only)
+    ```
+    """
+    current = current_review_handlers()
+    if handler is None or any(installed is handler for installed in current):
+        yield
+        return
+    check_review_handler(handler, 'use_review_handler()')
+    with using(reviewer_var, _Reviewers((*current, handler))):
+        yield
+
+
+def review_options(tool: Tool) -> tuple[float | None, OnTimeout]:
+    """The review `timeout` and `on_timeout` of a call of `tool`: set by `requires_approval` on any of its layers,
+    an outer layer's setting winning over an inner one's."""
+    options: dict[str, Any] = {}
+    for layer in tool.layers():
+        for key, value in (layer.definition.metadata.extra.get(APPROVAL_OPTIONS_KEY) or {}).items():
+            options.setdefault(key, value)
+    return options.get('timeout', DEFAULT_TIMEOUT), options.get('on_timeout', DEFAULT_ON_TIMEOUT)
+
+
+async def request_approval(
+    description: str,
+    *,
+    tool_name: str = '',
+    arguments: str | Mapping[str, Any] | None = None,
+    timing: ReviewTiming = 'during_execution',
+    timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the reviewer's time, carried in the request
+    on_timeout: OnTimeout = DEFAULT_ON_TIMEOUT,
+    context: ToolCallContext | None = None,
+) -> ReviewDecision:
+    """Ask the installed reviewers from inside a tool body, for example before one dangerous branch. The tool
+    decides what an edit or a rejection means for it.
+
+    Raises:
+        ToolConfigurationError: no reviewer is installed (a body that asks for a review must not go on
+            unreviewed; install `AutoApproveHandler()` for runs that approve everything).
+
+    ```python
+    import anyio
+    from toolweave import AutoApproveHandler, use_review_handler
+    from toolweave.approval import request_approval
+
+    with use_review_handler(AutoApproveHandler()):
+        decision = anyio.run(request_approval, 'send email: hello')
+    print(decision.kind)
+    #> continue
+    ```
+    """
+    handlers = current_review_handlers()
+    if not handlers:
+        raise ToolConfigurationError(
+            f'{f"Tool {tool_name!r}" if tool_name else "A tool"} asked for approval ({description[:100]!r}) but no '
+            'ReviewHandler is configured. Pass `review_handler=` to the Agent, `run_plan` or pipeline, or wrap the '
+            'call in `with use_review_handler(handler):` (`AutoApproveHandler()` approves everything).'
+        )
+    request = ReviewRequest(tool_name, description, arguments, timing, timeout, on_timeout,
+                            context or ToolCallContext.EMPTY)
+    return await _decide_all(handlers, request, describe_edits=False)
+
+
+async def _decide_all(handlers: tuple[ReviewHandler, ...], request: ReviewRequest, *,
+                      describe_edits: bool) -> ReviewDecision:
+    """Ask every reviewer, innermost first; stop at the first rejection. An edit becomes the arguments the next
+    reviewer sees (with `describe_edits`, its description too) and the arguments the call runs with."""
+    revised: Any = None
+    for handler in reversed(handlers):
+        decision = await decide(handler, request)
+        if decision.kind == 'exit_early':
+            return decision
+        if decision.kind == 'edit':
+            revised = decision.revised
+            description = f'{request.tool_name}: {describe_arguments(revised)}' if describe_edits else (
+                request.description)
+            request = replace(request, arguments=revised, description=description)
+    return ReviewDecision.approve() if revised is None else ReviewDecision.edit(revised)
+
+
+async def decide(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecision:
+    """Ask one reviewer, under the request's timeout; then log and record its decision."""
+    start = perf_counter()
+    try:
+        decision = await ask_handler(handler, request)
+    except (ControlFlowSignal, ToolConfigurationError) as exc:
+        logger.info('Review of %r by %s stopped the run: %s', request.tool_name, type(handler).__name__, exc)
+        raise
+    except Exception as exc:  # a broken reviewer must not let the call through: fail closed
+        logger.warning('Review handler %s failed for %r: %r', type(handler).__name__, request.tool_name, exc)
+        decision = ReviewDecision.reject(f'review handler failed: {type(exc).__name__}: {exc}')
+    _record(handler, request, decision, perf_counter() - start)
+    return decision
+
+
+def _record(handler: ReviewHandler, request: ReviewRequest, decision: ReviewDecision, seconds: float) -> None:
+    record = ApprovalRecord(request, decision, type(handler).__name__, datetime.now(UTC), seconds)
+    log = current_approval_log()
+    if log is not None:
+        log.add(record)
+    if logger.isEnabledFor(logging.INFO):
+        detail = ''
+        if decision.kind == 'edit':
+            detail = f' | revised: {truncate(describe_arguments(decision.revised))}'
+        elif decision.reason:
+            detail = f' | reason: {decision.reason}'
+        logger.info('Review of %r by %s: %s in %.2f s | request: %s%s', request.tool_name, type(handler).__name__,
+                    record.outcome, seconds, truncate(request.description), detail)

@@ -1,0 +1,92 @@
+"""The arguments of a tool call, and the one set of rules that reads them.
+
+A call's arguments are `ToolArguments`: the JSON text a model sent, a mapping from Python code (a plan step's
+resolved arguments, a pipeline's), or nothing. Tools read them with these functions only, so every tool agrees
+on what `None`, blank text, malformed JSON and a non-object mean.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+from toolweave._json import compact
+
+__all__ = ('ArgumentsError', 'ToolArguments', 'arguments_json', 'load_arguments', 'text_input')
+
+ToolArguments: TypeAlias = str | Mapping[str, Any] | None
+"""Arguments as a model sends them (a JSON text) or as Python code passes them (a mapping); `None` for none."""
+
+
+class ArgumentsError(ValueError):
+    """The arguments of a call cannot be used: not a JSON object, or they fail the tool's validation. The message
+    is written for the model that sent them: it says what is wrong and how to send them instead."""
+
+
+def load_arguments(arguments: ToolArguments, tool_name: str) -> dict[str, Any]:
+    """The arguments as a dict: `None` and blank text are `{}`. Raises `ArgumentsError` when they are not a JSON
+    object.
+
+    ```python
+    print(load_arguments('{"city": "Paris"}', 'weather'), load_arguments(None, 'weather'))
+    #> {'city': 'Paris'} {}
+    ```
+    """
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if not arguments.strip():
+        return {}
+    try:
+        loaded = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        raise ArgumentsError(
+            f'Invalid JSON arguments for tool {tool_name!r}: {exc.msg} at line {exc.lineno} column {exc.colno}. '
+            'Send a JSON object such as {"name": "value"}.'
+        ) from None
+    if not isinstance(loaded, dict):
+        raise ArgumentsError(
+            f'Arguments for tool {tool_name!r} must be a JSON object, got {type(loaded).__name__}: '
+            f'{arguments[:100]!r}. Wrap the values in an object such as {{"name": "value"}}.'
+        )
+    return loaded
+
+
+def text_input(arguments: ToolArguments, parameter: str = 'input') -> str:
+    """The one string a text tool receives for these arguments.
+
+    `{"input": "x"}` gives `x`; a non-string `input` gives its compact JSON; arguments without the parameter (or
+    with `null` there) give their whole JSON text; text that is not valid JSON is the input itself; nothing is `""`.
+
+    ```python
+    print(text_input('{"input": "AI trends"}'), text_input('not valid json'), text_input('{"q": 1}'),
+          text_input('{"input": 42}'), text_input({'input': [1, 2]}))
+    #> AI trends not valid json {"q": 1} 42 [1,2]
+    ```
+    """
+    if arguments is None:
+        return ''
+    if isinstance(arguments, str):
+        try:
+            loaded = json.loads(arguments)
+        except ValueError:
+            return arguments
+        if not isinstance(loaded, dict) or loaded.get(parameter) is None:
+            return arguments
+        value = loaded[parameter]
+    else:
+        value = arguments.get(parameter)
+        if value is None:
+            return compact(dict(arguments))
+    return value if isinstance(value, str) else compact(value)
+
+
+def arguments_json(arguments: ToolArguments) -> str:
+    """The arguments as the raw JSON text a model would send: text as is, a mapping encoded, nothing as `""`."""
+    if arguments is None:
+        return ''
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(dict(arguments), ensure_ascii=False, default=str)
