@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Dialect, Plan, PlanStep, make_step
+from toolweave.plan._model import Dialect, Plan, PlanStep
 
 __all__ = ('EMPTY_PLAN', 'Parsed', 'Problems', 'describe_type', 'parse_lenient', 'parse_plan', 'step_label')
 
@@ -180,10 +180,9 @@ def _parse_id(data: Mapping[str, Any], problems: Problems) -> Parsed:
             arguments = raw.get('arguments')
             if type(step_id) is str and type(tool) is str and type(arguments) is dict:
                 description = raw.get('description')
-                # One string object per tool name (JSON gives each step its own copy): less memory, and
-                # the garbage collector and tool lookups meet the same object again and again.
-                append(make_step(step_id, names.setdefault(tool, tool), arguments,
-                                 description if type(description) is str else None))
+                # One string object per tool name (JSON gives each step its own copy): less memory.
+                append(PlanStep(step_id, names.setdefault(tool, tool), arguments,
+                                description if type(description) is str else None))
                 continue
         append(_id_step(index, raw, problems, reported))
     goal = data.get('goal') if isinstance(data.get('goal'), str) else None

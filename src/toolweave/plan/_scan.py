@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from toolweave.plan._record import jsonable
 from toolweave.plan._refs import (
     EMBEDDED,
     PREFIX,
@@ -43,6 +44,7 @@ the values under those keys hold references (an exact tuple of strings, which th
 tracking); `True`: walk the whole value (the arguments are not a plain object, or are an object reference)."""
 _PATH: Final = 1
 _POSITION: Final = 3
+_IMMUTABLE = (str, int, float, bool, type(None))
 
 
 @dataclass(slots=True)
@@ -294,7 +296,11 @@ class Scanner:
 
 
 class Resolver:
-    """Rewrites arguments at run time: each reference replaced by the value it points at."""
+    """Rewrites a step's arguments at run time: each reference replaced by the value it points at.
+
+    A step gets its own copy of every object or array it reads, so a tool that changes its input changes
+    nothing that another step, or the record, sees.
+    """
 
     __slots__ = ('index_dialect', 'missing', 'records', 'step', 'table')
 
@@ -305,109 +311,44 @@ class Resolver:
         self.index_dialect = dialect == 'index'
         self.step = ''
 
-    def resolve(self, arguments: Any, step: str) -> Any:
-        """`arguments` with every reference replaced (raises `ResolveError` with the step's error)."""
+    def resolve(self, arguments: Any, rewrite: Rewrite, step: str) -> Any:
+        """`arguments` with every reference replaced: under the keys `rewrite` names, or everywhere when it is
+        `True` (raises `ResolveError` with the step's error)."""
         self.step = step
-        return self.mapping(arguments) if type(arguments) is dict else self.value(arguments)
-
-    def resolve_keys(self, arguments: dict[Any, Any], keys: tuple[Any, ...], step: str) -> dict[Any, Any]:
-        """`resolve` for an object whose references all sit under `keys` (from `Scanner.scan`): the other values
-        are not walked again."""
-        self.step = step
-        out = arguments.copy()
-        value = self.value
-        for key in keys:
-            out[key] = value(arguments[key])
+        if not isinstance(rewrite, tuple):
+            return self.value(arguments)
+        out = dict(arguments)
+        for key in rewrite:
+            out[key] = self.value(arguments[key])
         return out
 
-    def ref_value(self, ref: Bound) -> Any:
+    def read(self, ref: Bound) -> Any:
+        """The value `ref` points at: the referenced step's value (or the part its path selects), copied."""
         source = self.records[ref[_POSITION]]
-        if not ref[_PATH]:
-            return source.ref_value
-        return lookup(source.ref_value, source.is_text, Ref(*ref), self.missing, self.step)
-
-    def string(self, value: str) -> Any:
-        ref = self.table.whole.get(value)
-        if ref is not None:
-            return self.ref_value(ref)
-        template = self.table.templates.get(value)
-        if template is not None:
-            return ''.join(part if isinstance(part, str) else splice_text(self.ref_value(part)) for part in template)
-        return value
+        found = source.ref_value
+        if ref[_PATH]:
+            found = lookup(found, source.is_text, Ref(*ref), self.missing, self.step)
+        return found if isinstance(found, _IMMUTABLE) else jsonable(found)
 
     def value(self, value: Any) -> Any:
         kind = type(value)
         if kind is str:
             return value if self.index_dialect else self.string(value)
         if kind is dict:
-            return self.mapping(value)
+            if len(value) == 1 and '$ref' in value:
+                ref = self.table.objects.get(value['$ref'])
+                if ref is not None:
+                    return splice_text(self.read(ref)) if self.index_dialect else self.read(ref)
+            return {key: self.value(item) for key, item in value.items()}
         if kind is list:
-            return self.sequence(value)
+            return [self.value(item) for item in value]
         return value
 
-    def mapping(self, value: dict[Any, Any]) -> Any:
-        if len(value) == 1 and '$ref' in value:
-            ref = self.table.objects.get(value['$ref'])
-            if ref is not None:
-                found = self.ref_value(ref)
-                return splice_text(found) if self.index_dialect else found
-        out: dict[Any, Any] | None = None
-        whole = self.table.whole
-        templates = self.table.templates
-        records = self.records
-        strings = not self.index_dialect
-        for key, item in value.items():
-            kind = type(item)
-            if kind is str:
-                if not strings:
-                    continue
-                ref = whole.get(item)
-                if ref is not None:
-                    new = records[ref[_POSITION]].ref_value if not ref[_PATH] else self.ref_value(ref)
-                elif templates and item in templates:
-                    new = self.string(item)
-                else:
-                    continue
-            elif kind is dict:
-                new = self.mapping(item)
-            elif kind is list:
-                new = self.sequence(item)
-            else:
-                continue
-            if new is not item:
-                if out is None:
-                    out = value.copy()
-                out[key] = new
-        return value if out is None else out
-
-    def sequence(self, value: list[Any]) -> Any:
-        # The twin of `mapping`'s loop, inlined on purpose: this is the per-argument hot path of every step, and a
-        # shared per-item helper would add a call for each argument (see benchmarks/bench_overhead.py).
-        out: list[Any] | None = None
-        whole = self.table.whole
-        templates = self.table.templates
-        records = self.records
-        strings = not self.index_dialect
-        for index, item in enumerate(value):
-            kind = type(item)
-            if kind is str:
-                if not strings:
-                    continue
-                ref = whole.get(item)
-                if ref is not None:
-                    new = records[ref[_POSITION]].ref_value if not ref[_PATH] else self.ref_value(ref)
-                elif templates and item in templates:
-                    new = self.string(item)
-                else:
-                    continue
-            elif kind is dict:
-                new = self.mapping(item)
-            elif kind is list:
-                new = self.sequence(item)
-            else:
-                continue
-            if new is not item:
-                if out is None:
-                    out = value.copy()
-                out[index] = new
-        return value if out is None else out
+    def string(self, value: str) -> Any:
+        ref = self.table.whole.get(value)
+        if ref is not None:
+            return self.read(ref)
+        template = self.table.templates.get(value)
+        if template is not None:
+            return ''.join(part if isinstance(part, str) else splice_text(self.read(part)) for part in template)
+        return value
