@@ -54,6 +54,11 @@ logger = logging.getLogger('toolweave.plan')
 _YIELD_EVERY = 64
 """Steps a worker runs back to back before it lets other tasks in: a plan of steps that never suspend would
 otherwise hold the event loop (and its own timeout) until it ends."""
+_AHEAD = 8
+"""Workers on their way to the ready queue (woken, started, or letting other tasks in) at most. Each one that
+arrives while steps are still waiting sends for the next, so a burst of steps that suspend gets workers a few at
+a time per turn of the event loop, while steps that never suspend, which one worker runs back to back, do not
+start workers that would find nothing left to do."""
 
 
 class StepFailed(Exception):
@@ -226,7 +231,9 @@ class _Run:
             streak += 1
             if streak == _YIELD_EVERY:
                 streak = 0
+                self.coming += 1  # back for more steps in a moment: no need to send for another worker
                 await anyio.lowlevel.checkpoint()
+                self.coming -= 1
 
     async def new_worker(self) -> None:
         self.coming -= 1
@@ -239,8 +246,8 @@ class _Run:
         self.coming -= 1
 
     def staff(self) -> None:
-        """Make sure every ready step has a worker on its way: wake idle workers, or start new ones."""
-        wanted = len(self.ready) - self.coming
+        """Send for workers to take the steps waiting in the queue: wake idle ones, or start new ones."""
+        wanted = min(len(self.ready), _AHEAD) - self.coming
         while wanted > 0 and self.idle:
             self.coming += 1
             self.idle.pop().set()

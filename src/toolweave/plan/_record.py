@@ -40,8 +40,8 @@ NOTHING_RETURNED = 'Function executed successfully'
 """A step's output when its tool returned `None`, so the model sees that it ran."""
 JSON_START = frozenset('{["-0123456789tfn')
 """The characters a JSON text can start with."""
-_IMMUTABLE = (str, bool, float, type(None))
-"""JSON scalars that are their own JSON data (an `int` is checked: one too long to print cannot be shown)."""
+_IMMUTABLE = (str, int, float, bool, type(None))
+"""JSON scalars: their own JSON data, and never changed by whoever reads them."""
 _ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 
 
@@ -69,8 +69,8 @@ def jsonable(value: Any) -> Any:
     what references read, and what each reading step gets a copy of.
 
     Raises:
-        ValueError: `value` is cyclic, nested deeper than 254 levels, holds an integer too long to print or
-            bytes that are not UTF-8 (`UnicodeDecodeError` is a `ValueError`).
+        ValueError: `value` is cyclic, nested deeper than 254 levels, or holds bytes that are not UTF-8
+            (`UnicodeDecodeError` is a `ValueError`).
     """
     if isinstance(value, _IMMUTABLE):
         return value
@@ -107,7 +107,9 @@ def step_result(result: ToolResult) -> StepResult:
         return StepResult(NOTHING_RETURNED, None, None, False, False)
     if result.has_value and type(value) is not str:
         try:
-            return StepResult(output, value, jsonable(value), False, False)
+            data = jsonable(value)
+            json.dumps(data)  # what the summary and `{{$ref:...}}` will do: an int too long to print fails here
+            return StepResult(output, value, data, False, False)
         except Exception as exc:  # a foreign value's own code (its `__str__`) may raise anything
             raise ValueError(f'The tool returned a value that cannot be recorded as JSON ({type(value).__name__}: '
                              f'{_reason(exc)}). Return JSON-like data: dicts, lists, strings, numbers, booleans, '

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from toolweave.plan._parse import excerpt
 from toolweave.plan._record import jsonable
 from toolweave.plan._refs import (
     EMBEDDED,
@@ -24,7 +25,6 @@ from toolweave.plan._refs import (
     Ref,
     RefSyntaxError,
     Segment,
-    format_path,
     lookup,
     parse_index_ref,
     parse_ref,
@@ -59,21 +59,62 @@ class RefTable:
     """Strings with embedded `{{$ref:...}}` (or escaped `\\{{`): literal parts and references."""
 
 
-def _did_you_mean(name: str, ids: Mapping[str, int]) -> str:
-    for known in ids:
-        if known.lower() == name.lower():
+_SUGGESTIONS = 3
+"""Unknown step names per plan that get a "did you mean" from `difflib` (its cost grows with the plan, so a plan
+full of bad references must not pay it for each one)."""
+_MAX_PATH_SHOWN = 8
+"""Levels of a deep argument path shown in a message; the middle is elided."""
+
+
+class _Suggester:
+    """"Did you mean" for unknown step names: exact matches ignoring case always, close matches for the first
+    few names only."""
+
+    __slots__ = ('_ids', '_left', '_lowered')
+
+    def __init__(self, ids: Mapping[str, int]) -> None:
+        self._ids = ids
+        self._lowered: dict[str, str] | None = None
+        self._left = _SUGGESTIONS
+
+    def __call__(self, name: str) -> str:
+        if self._lowered is None:
+            self._lowered = {known.lower(): known for known in self._ids}
+        known = self._lowered.get(name.lower())
+        if known is not None:
             return f' Step ids are case-sensitive: did you mean {known!r}?'
-    close = difflib.get_close_matches(name, list(ids)[:1000], n=1)
-    return f' Did you mean {close[0]!r}?' if close else ''
+        if self._left <= 0:
+            return ''
+        self._left -= 1
+        close = difflib.get_close_matches(name, list(self._ids)[:1000], n=1)
+        return f' Did you mean {close[0]!r}?' if close else ''
+
+
+def _short(text: str, limit: int = 100) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + '...')
+
+
+def _path_text(trail: Sequence[Segment]) -> str:
+    """`.key[0]...` for a path below `arguments`, with the middle of a very deep one elided."""
+    def text(segments: Sequence[Segment]) -> str:
+        return ''.join(f'[{seg}]' if isinstance(seg, int) else f'.{seg}' if seg and '.' not in seg and '[' not in seg
+                       else f'[{json.dumps(seg)}]' for seg in segments)
+
+    if len(trail) <= _MAX_PATH_SHOWN:
+        return text(trail)
+    half = _MAX_PATH_SHOWN // 2
+    return f'{text(trail[:half])}...{text(trail[-half:])} ({len(trail)} levels deep)'
 
 
 class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
-    __slots__ = ('deps', 'ids', 'index_dialect', 'problems', 'step_index', 'table', 'trail')
+    __slots__ = ('deps', 'ids', 'index_dialect', 'known', 'problems', 'step_index', 'suggest', 'table', 'trail')
 
     def __init__(self, ids: Mapping[str, int], dialect: str) -> None:
         self.ids = ids
+        self.suggest = _Suggester(ids)
+        self.known: str | None = None
         self.index_dialect = dialect == 'index'
         self.table = RefTable()
         self.step_index = 0
@@ -100,20 +141,19 @@ class Scanner:
     # --- messages ---------------------------------------------------------------------------------------------
 
     def where(self) -> str:
-        if not self.trail:
-            return 'arguments'
-        return 'arguments' + ('.' if isinstance(self.trail[0], str) else '') + format_path(self.trail)
+        return 'arguments' + _path_text(self.trail)
 
     def bad(self, written: str, reason: str, hint: str = SYNTAX_HINT) -> None:
-        self.problems.append(f'{self.where()}: malformed reference {written!r}: {reason}. {hint}')
+        self.problems.append(f'{self.where()}: malformed reference {_short(written)}: {reason}. {hint}')
 
     def bind(self, ref: Ref, written: str) -> Bound | None:
         index = self.ids.get(ref.step)
         if index is None:
-            known = ', '.join(list(self.ids)[:50]) + (', ...' if len(self.ids) > 50 else '')
+            if self.known is None:
+                self.known = ', '.join(list(self.ids)[:20]) + (', ...' if len(self.ids) > 20 else '')
             self.problems.append(
-                f'{self.where()}: reference {written!r} names step {ref.step!r}, which is not in the plan.'
-                f'{_did_you_mean(ref.step, self.ids)} Refer to one of the step ids: {known}.'
+                f'{self.where()}: reference {_short(written)} names step {ref.step!r}, which is not in the plan.'
+                f'{self.suggest(ref.step)} Refer to one of the step ids: {self.known}.'
             )
             return None
         self.deps.append(index)
@@ -257,7 +297,7 @@ class Scanner:
 
     def object_ref(self, target: Any) -> bool:
         if not isinstance(target, str):
-            self.bad(json.dumps({'$ref': target}, default=str),
+            self.bad(excerpt({'$ref': target}),
                      f'the value of "$ref" must be a string, got {type(target).__name__}')
             return False
         known = self.table.objects.get(target)

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic, ParamSpec, Self, TypeVar, overload
 
-import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel
 
@@ -18,6 +17,7 @@ from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
 from toolweave.tools._result import ToolResult
 from toolweave.tools._schema import ArgumentsError, CallableSchema, callable_schema
+from toolweave.tools._threads import run_blocking
 from toolweave.tools._tool import Tool, ToolArguments, load_arguments
 
 __all__ = (
@@ -68,9 +68,9 @@ async def run_callable(fn: Callable[..., Any], is_async: bool, args: list[Any], 
     """Await an async callable; run a sync one in a worker thread so it cannot block the event loop."""
     if is_async:
         return await fn(*args, **kwargs)
-    # abandon_on_cancel: a timeout or cancellation returns at once instead of waiting for a blocking function
-    # that cannot be interrupted; the thread finishes in the background and its result is dropped.
-    result = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True)
+    # A timeout or cancellation returns at once instead of waiting for a blocking function that cannot be
+    # interrupted; its daemon thread finishes in the background and its result is dropped (see `_threads`).
+    result = await run_blocking(partial(fn, *args, **kwargs), _names(fn)[1])
     if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
         return await result
     return result
