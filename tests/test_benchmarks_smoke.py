@@ -9,27 +9,28 @@ from pathlib import Path
 import anyio
 import pytest
 from benchmarks import __main__ as runner
-from benchmarks import _dags, bench_scheduling
+from benchmarks import _dags, _floor, _peers, bench_scheduling
 
 
 def test_scheduling_quick_writes_its_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / 'scheduling.json'
-    report = bench_scheduling.main(['--quick', '--output', str(output)])
+    report = bench_scheduling.main(['--quick', '--no-peers', '--output', str(output)])
     data = json.loads(output.read_text())
     assert data == json.loads(json.dumps(report))
     assert data['mode'] == 'quick'
+    assert data['executors'] == ['toolweave', 'floor', 'waves']
     assert [d['size'] for d in data['dags']] == [20, 20, 50, 50]
     for dag in data['dags']:
-        for executor in ('toolweave', 'waves'):
-            # No schedule beats the critical path (small slack for timer rounding).
-            assert dag['makespan'][executor] >= dag['critical_path'] * 0.98
+        for executor in data['executors']:
+            # No schedule beats the critical path of what the tools slept.
+            assert dag['makespan'][executor] >= dag['slept_critical_path'][executor]
     assert set(data['classes']) == {'20', '50', 'all'}
     out = capsys.readouterr().out
-    assert 'makespan / critical path' in out and 'toolweave med' in out
+    assert 'makespan / critical path of the durations slept' in out
 
 
 # Extra arguments that keep a quick run within the smoke budget (tracemalloc alone takes ~15 s on a busy machine).
-SMOKE_EXTRA = {'benchmarks.bench_overhead': ['--no-memory']}
+SMOKE_EXTRA = {'benchmarks.bench_overhead': ['--no-memory', '--no-peers']}
 
 
 @pytest.mark.parametrize('name', [n for n in runner.discover() if n != 'benchmarks.bench_scheduling'])
@@ -44,6 +45,22 @@ def test_every_benchmark_module_is_discovered() -> None:
     names = runner.discover()
     assert 'benchmarks.bench_scheduling' in names
     assert names == sorted(names)
+
+
+def test_the_floor_runs_a_plan_eagerly_and_resolves_references() -> None:
+    plan = _dags.diamond()
+    latencies = {'step_0': 0.01, 'step_1': 0.05, 'step_2': 0.01, 'step_3': 0.01}
+    tool = _dags.FakeTool(latencies)
+    outputs = anyio.run(_floor.run_floor, plan, {tool.name: tool})
+    assert outputs == {f'step_{i}': f'step_{i}' for i in range(4)}
+    assert set(tool.slept) == set(latencies)
+
+
+@pytest.mark.skipif(not _peers.langgraph_available(), reason='LangGraph is an optional benchmark peer (.[bench])')
+def test_the_langgraph_peer_runs_a_plan() -> None:
+    tool = _dags.FakeTool({})
+    outputs = anyio.run(_peers.langgraph_runner(_dags.random_dag(30, seed=1, width=5), tool))
+    assert outputs == {f'step_{i}': f'step_{i}' for i in range(30)}
 
 
 def test_the_reference_executor_runs_wave_by_wave() -> None:

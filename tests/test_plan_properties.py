@@ -41,14 +41,67 @@ def dags(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, str], int | None]:
     return {'steps': [steps[i] for i in order]}, behaviour, concurrency
 
 
-async def _work(arguments: dict[str, Any]) -> Any:
-    if arguments['delay']:
-        await anyio.sleep(arguments['delay'])
+def _work_sync(arguments: dict[str, Any]) -> Any:
     if arguments['tool'] == 'raise':
         raise RuntimeError('generated failure')
     if arguments['tool'] == 'fail':
         return toolweave.ToolResult.failure('generated returned failure')
-    return {'n': len(arguments['refs'])}
+    return {'n': len(arguments['refs']), 'from': [ref['n'] for ref in arguments['refs']], 'text': arguments.get('text')}
+
+
+async def _work(arguments: dict[str, Any]) -> Any:
+    if arguments['delay']:
+        await anyio.sleep(arguments['delay'])
+    return _work_sync(arguments)
+
+
+def reference_run(plan: dict[str, Any]) -> dict[str, tuple[str, str | None, Any]]:
+    """The oracle: the plan run one step at a time in dependency order, written as plainly as possible. Returns
+    each step's (status, error, arguments the tool received)."""
+    steps = {s['id']: s for s in plan['steps']}
+    done: dict[str, tuple[str, str | None, Any]] = {}
+    values: dict[str, Any] = {}
+
+    def refs(arguments: dict[str, Any]) -> list[str]:
+        found = [ref.removeprefix('$ref:') for ref in arguments['refs']]
+        if 'text' in arguments:
+            found.append(arguments['text'].split('$ref:')[1].split('}}')[0])
+        return list(dict.fromkeys(found))
+
+    while len(done) < len(steps):
+        for step_id, spec in steps.items():
+            deps = refs(spec['arguments'])
+            if step_id in done or any(d not in done for d in deps):
+                continue
+            failed = [d for d in deps if done[d][0] != 'succeeded']
+            if failed:
+                done[step_id] = ('skipped', f"Skipped because dependency '{failed[0]}' failed", None)
+                continue
+            arguments = dict(spec['arguments'])
+            arguments['refs'] = [values[ref.removeprefix('$ref:')] for ref in spec['arguments']['refs']]
+            if 'text' in arguments:
+                source = refs({'refs': [], 'text': arguments['text']})[0]
+                arguments['text'] = 'from ' + json.dumps(values[source], separators=(',', ':'))
+            try:
+                value = _work_sync(arguments)
+            except RuntimeError as exc:
+                done[step_id] = ('failed', f'Tool execution failed: {exc}', arguments)
+                continue
+            if isinstance(value, toolweave.ToolResult):
+                done[step_id] = ('failed', value.error, arguments)
+                continue
+            values[step_id] = value
+            done[step_id] = ('succeeded', None, arguments)
+    return done
+
+
+@SETTINGS
+@given(dags())
+def test_random_dags_match_the_reference_executor(case: tuple[dict[str, Any], dict[str, str], int | None]) -> None:
+    plan, _, concurrency = case
+    run = anyio.run(partial(toolweave.run_plan, plan, [FakeTool('work', _work)], concurrency=concurrency))
+    expected = reference_run(plan)
+    assert {r.id: (r.status, r.error, r.arguments) for r in run.steps} == expected
 
 
 @SETTINGS

@@ -78,6 +78,8 @@ def load_plan_file(path: Path) -> Any:
 def _parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:  # too deep to load here: pass the text on, so validation reports it with its location
+        return text
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(
             f'{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}. '

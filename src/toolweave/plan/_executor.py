@@ -1,24 +1,33 @@
-"""The eager executor: a step starts as soon as its last dependency finishes; fail-forward.
+"""The eager executor: a step starts as soon as the last step it refers to has finished; fail-forward.
 
-Steps are not one task each. A small pool of workers takes ready steps from a queue; the worker that
-finishes a step releases its dependents into the queue and carries on with the next ready step itself. A
-worker that takes a step while more are waiting schedules spare workers for them (a few at a time, never more
-than the concurrency limit), so steps that wait on I/O overlap at once while steps that do not suspend run
-back to back without any task switch. Dependency bookkeeping is a counter per step: O(steps + refs).
+Three parts, each in one place:
 
-Failure policy: collect a per-step outcome. A failed step (raised, returned a failure, timed out, or its
-references could not be resolved) never cancels its siblings; its dependents are skipped, transitively, each
-naming its immediate failed dependency. Only `ToolConfigurationError` and control-flow signals stop the run:
-the other steps are cancelled and the exception propagates. A whole-plan timeout or an outer cancellation
-records every unfinished step as `cancelled`.
+- **One step** (`_Run.run_step`): resolve the step's inputs, call its tool (within `step_timeout`), record the
+  result. Whatever goes wrong in there (a bad reference, a raising or hanging tool, a value that cannot become
+  JSON, a stray `CancelledError`) fails that step and no other.
+- **Transitions** (`_Run.transition`): every change of a step's status (`running`, then `succeeded`, `failed`,
+  `skipped` or `cancelled`) goes through this one method, which stamps the time and tells the observer.
+- **Scheduling** (`_Run.release`, `_Run.worker`): a counter per step of the dependencies still unfinished; a step
+  whose counter reaches zero joins the ready queue, longest chain of dependents first. Workers take steps from
+  the queue. The task running the plan is the first worker; a worker that finds more steps ready than workers
+  on their way wakes an idle worker or starts a new one (never more than `concurrency`), and a worker with
+  nothing to do waits, idle, until a step is ready or the run is over. So steps that never suspend run back to
+  back in one task, and a plan starts about as many tasks as the most steps it ever has running at once, not
+  one per step.
+
+Failure policy: collect a per-step outcome. A failed step never cancels its siblings; its dependents are skipped,
+transitively, each naming its first failed dependency. Only `ToolConfigurationError` and control-flow signals
+stop the run: the other steps are cancelled and the exception propagates. A whole-plan timeout or an outer
+cancellation records every unfinished step as `cancelled`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import json
 import logging
-from collections import deque
+from collections.abc import Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +35,8 @@ import anyio
 import anyio.lowlevel
 
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
-from toolweave.plan._model import EventHandler, MissingField, PlanEvent
-from toolweave.plan._record import JSON_START as _JSON_START
-from toolweave.plan._record import PlanRun, StepRecord, jsonable, parse_output
+from toolweave.plan._model import EventHandler, MissingField, PlanEvent, PlanStep, StepStatus
+from toolweave.plan._record import PlanRun, StepRecord, step_result
 from toolweave.plan._refs import ResolveError
 from toolweave.plan._scan import Resolver
 from toolweave.plan._validate import Prepared
@@ -37,268 +45,237 @@ from toolweave.tools._context import ToolCallContext
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from toolweave.tools import ToolResult
+    from toolweave.tools import Tool, ToolResult
 
 __all__ = ('execute',)
 
 logger = logging.getLogger('toolweave.plan')
+
 _YIELD_EVERY = 64
-"""Steps a worker runs back to back before it lets other tasks in (cancellation and timeouts stay prompt)."""
-_INFINITE = 1 << 62
-_MAX_SPARES = 8
-"""Workers started but not yet running, at most: enough to start a burst of ready steps within a few turns of
-the event loop, few enough that steps which never suspend (they run back to back in one worker) do not pay for
-idle tasks."""
-_FAILED: Any = object()
-NOTHING_RETURNED = 'Function executed successfully'
-"""A step's output when its tool returned `None`, so the model sees that it ran."""
+"""Steps a worker runs back to back before it lets other tasks in: a plan of steps that never suspend would
+otherwise hold the event loop (and its own timeout) until it ends."""
+_AHEAD = 8
+"""Workers on their way to the ready queue (woken, started, or letting other tasks in) at most. Each one that
+arrives while steps are still waiting sends for the next, so a burst of steps that suspend gets workers a few at
+a time per turn of the event loop, while steps that never suspend, which one worker runs back to back, do not
+start workers that would find nothing left to do."""
+
+
+class StepFailed(Exception):
+    """Raised inside `run_step` to fail the step; the message is the step's error."""
 
 
 class _Run:
-    __slots__ = (
-        'args', 'context', 'dependents', 'deps', 'fatal', 'fifo', 'heap', 'limit', 'missing', 'on_event', 'priority',
-        'ready', 'records', 'remaining', 'resolver', 'rewrite', 'spares', 'step_timeout', 't0', 'tools',
-        'upstream_failed', 'workers',
-    )
+    """One run of a validated plan: the records, the dependency counters, the ready queue and the workers."""
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None, step_timeout: float | None,
                  missing: MissingField, context: ToolCallContext, on_event: EventHandler | None) -> None:
         plan = prepared.plan
-        deps = prepared.deps
-        ids = [step.id for step in plan.steps]
-        waves = prepared.waves
-        self.records = [
-            StepRecord(step.id, step.tool, index, waves[index],
-                       tuple([ids[d] for d in deps[index]]) if deps[index] else (), description=step.description)
-            for index, step in enumerate(plan.steps)
-        ]
-        self.args = [step.arguments for step in plan.steps]
-        self.tools = prepared.tools
-        self.rewrite = prepared.rewrite
-        self.resolver = Resolver(prepared.table, self.records, missing, plan.dialect)
-        self.deps = deps
+        self.steps: Sequence[PlanStep] = plan.steps
+        self.deps = prepared.deps
+        self.waves = prepared.waves
         self.dependents = prepared.dependents
-        self.remaining = [len(d) for d in deps]
-        self.upstream_failed: set[int] = set()
-        self.limit = _INFINITE if concurrency is None else concurrency
+        self.rewrite = prepared.rewrite
+        self.tools: list[Tool] = prepared.tools
+        self.records = [StepRecord(step, index, self) for index, step in enumerate(plan.steps)]
+        self.resolver = Resolver(prepared.table, self.records, missing, plan.dialect)
         self.step_timeout = step_timeout
-        self.missing = missing
         self.context = context
         self.on_event = on_event
-        self.workers = 0
-        self.spares = 0
-        self.fatal: BaseException | None = None
         self.t0 = 0.0
-        roots = [i for i, d in enumerate(deps) if not d]
-        self.priority: list[int] = []
-        self.heap: list[tuple[int, int]] = []
-        self.fifo: deque[int] = deque()
-        self.ready: deque[int] | list[tuple[int, int]]
-        if concurrency is not None:
-            # With a limit, start the step with the longest chain behind it first (list scheduling).
-            self.priority = _chain_lengths(deps, prepared.dependents)
-            self.heap = [(-self.priority[i], i) for i in roots]
-            heapq.heapify(self.heap)
-            self.ready = self.heap
-        else:
-            self.fifo.extend(roots)
-            self.ready = self.fifo
+        # Scheduling state.
+        self.waiting = [len(d) for d in self.deps]
+        """Per step, how many of its dependencies have not finished yet."""
+        self.unfinished = len(self.records)
+        self.blocked: set[int] = set()
+        """Steps with a dependency that did not succeed: skipped once all their dependencies have ended."""
+        self.priority = _chain_lengths(self.deps, self.dependents)
+        self.ready = [(-self.priority[i], i) for i, count in enumerate(self.waiting) if not count]
+        """Steps ready to start, as a heap of (minus the length of their chain of dependents, position)."""
+        heapq.heapify(self.ready)
+        self.limit = concurrency or len(self.records) or 1
+        self.workers = 1  # the task that runs the plan
+        self.coming = 0
+        """Workers woken or started that have not yet looked at the queue."""
+        self.idle: list[anyio.Event] = []
+        self.fatal: BaseException | None = None
+        self.task_group: TaskGroup | None = None
 
-    # --- the pool ---------------------------------------------------------------------------------------------
+    # --- the record's view of the run (`StepGraph`) ------------------------------------------------------------
 
-    def _push(self, index: int) -> None:
-        if self.ready is self.fifo:
-            self.fifo.append(index)
-        else:
-            heapq.heappush(self.heap, (-self.priority[index], index))
-
-    def _pop(self) -> int:
-        if self.ready is self.fifo:
-            return self.fifo.popleft()
-        return heapq.heappop(self.heap)[1]
-
-    def spawn(self, tg: TaskGroup) -> None:
-        """Make sure enough spare workers are on their way for the steps waiting in the queue."""
-        wanted = min(len(self.ready), _MAX_SPARES)
-        while self.spares < wanted and self.workers < self.limit:
-            self.workers += 1
-            self.spares += 1
-            tg.start_soon(self._worker, tg)
-
-    async def _worker(self, tg: TaskGroup) -> None:
-        # One loop per worker; the step's synchronous parts are plain calls, so a step that does not suspend
-        # costs one coroutine (the tool call) and no task switch.
-        self.spares -= 1
-        ready = self.ready
-        fifo = self.fifo if ready is self.fifo else None
-        tools = self.tools
-        context = self.context
-        streak = 0
-        take = fifo.popleft if fifo is not None else self._pop  # a new worker takes the step waiting longest
-        try:
-            while ready:
-                index = take()
-                if ready and self.spares < _MAX_SPARES and self.workers < self.limit:
-                    self.spawn(tg)
-                arguments = self._start(index)
-                if arguments is not _FAILED:
-                    try:
-                        if self.step_timeout is None:
-                            result: ToolResult | None = await tools[index].call(arguments, context)
-                        else:
-                            result = None
-                            with anyio.move_on_after(self.step_timeout):
-                                result = await tools[index].call(arguments, context)
-                    except (ToolConfigurationError, ControlFlowSignal) as exc:
-                        self._fail(index, f'{type(exc).__name__}: {exc}')
-                        if self.fatal is None:
-                            self.fatal = exc
-                        raise _Stop from None
-                    if result is not None and result.error is None:
-                        self._succeed(index, self.records[index], result)
-                    else:
-                        self._end(index, result)
-                if fifo is not None:
-                    # Then it carries on with the step it released last: the one whose last dependency just
-                    # finished, on the chain that is holding the plan up. Older ones have spares on the way.
-                    take = fifo.pop
-                streak += 1
-                if streak == _YIELD_EVERY:
-                    streak = 0
-                    await anyio.lowlevel.checkpoint()
-        finally:
-            self.workers -= 1
-
-    # --- one step ---------------------------------------------------------------------------------------------
-
-    def _emit(self, kind: Any, record: StepRecord) -> None:
-        assert self.on_event is not None
-        try:
-            self.on_event(PlanEvent(kind, record, self.t0))
-        except Exception:
-            logger.exception('on_event handler raised for step %r; ignored', record.id)
-
-    def _start(self, index: int) -> Any:
-        """Mark the step running and resolve its arguments; `_FAILED` if that failed the step."""
-        record = self.records[index]
-        record.status = 'running'
-        record.started_at = perf_counter() - self.t0
-        if self.on_event is not None:
-            self._emit('step_started', record)
-        given = self.args[index]
+    def arguments(self, index: int) -> Any:
+        """Step `index`'s arguments with every reference replaced (each reading gets fresh copies)."""
+        given = self.steps[index].arguments
         rewrite = self.rewrite[index]
-        if rewrite:
+        return self.resolver.resolve(given, rewrite, self.steps[index].id) if rewrite else given
+
+    # --- transitions --------------------------------------------------------------------------------------------
+
+    def transition(self, record: StepRecord, status: StepStatus, error: str | None = None) -> None:
+        """Move `record` to `status` (stamping the time) and tell the observer: the one place a step's status
+        changes."""
+        now = perf_counter() - self.t0
+        if status == 'running':
+            record.started_at = now
+        elif status != 'cancelled' or record.status == 'running':
+            record.ended_at = now
+        record.status = status
+        record.error = error
+        if self.on_event is not None:
             try:
-                if type(rewrite) is tuple:
-                    arguments = self.resolver.resolve_keys(given, rewrite, record.id)
+                self.on_event(PlanEvent('step_started' if status == 'running' else 'step_finished', record, self.t0))
+            except Exception:
+                logger.exception('on_event handler raised for step %r; ignored', record.id)
+
+    # --- one step -----------------------------------------------------------------------------------------------
+
+    async def run_step(self, index: int) -> None:
+        """Run one ready step to its end: resolve its inputs, call its tool, record the outcome."""
+        record = self.records[index]
+        self.transition(record, 'running')
+        try:
+            arguments = self.inputs(index)
+            record.called = True
+            result = await self.call(index, arguments)
+            if result.error is not None:
+                raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
+            try:
+                (record.output, record.value, record.ref_value, record.is_text,
+                 record.from_output) = step_result(result)
+            except ValueError as exc:
+                raise StepFailed(str(exc)) from None
+        except StepFailed as exc:
+            self.transition(record, 'failed', str(exc))
+            self.release(index, ok=False)
+        else:
+            self.transition(record, 'succeeded')
+            self.release(index, ok=True)
+
+    def inputs(self, index: int) -> Any:
+        given = self.steps[index].arguments
+        if type(given) is str:  # JSON text that did not parse: this step fails, independent steps still run
+            raise StepFailed(_deserialize_error(self.steps[index].tool, given))
+        rewrite = self.rewrite[index]
+        if not rewrite:
+            return given
+        try:
+            return self.resolver.resolve(given, rewrite, self.steps[index].id)
+        except ResolveError as exc:
+            raise StepFailed(str(exc)) from None
+
+    async def call(self, index: int, arguments: Any) -> ToolResult:
+        """Call step `index`'s tool within `step_timeout`; a stray `CancelledError` fails the step."""
+        tool = self.tools[index]
+        try:
+            if self.step_timeout is None:
+                return await tool.call(arguments, self.context)
+            with anyio.move_on_after(self.step_timeout) as scope:
+                return await tool.call(arguments, self.context)
+            assert scope.cancelled_caught
+            raise StepFailed(f'Tool execution failed: step {self.steps[index].id!r} timed out after '
+                             f'{self.step_timeout:g} s (step_timeout)')
+        except (ToolConfigurationError, ControlFlowSignal) as exc:
+            self.stop(exc)
+            raise StepFailed(f'{type(exc).__name__}: {exc}') from None
+        except asyncio.CancelledError as exc:
+            if not _is_stray(exc):
+                raise
+            raise StepFailed('Tool execution failed: the tool raised CancelledError without being cancelled') from None
+
+    # --- scheduling ---------------------------------------------------------------------------------------------
+
+    def release(self, index: int, *, ok: bool) -> None:
+        """Step `index` has ended: count it off its dependents, queue those now ready and skip (transitively)
+        those with a dependency that did not succeed."""
+        ended = [(index, ok)]
+        waiting = self.waiting
+        while ended:
+            index, ok = ended.pop()
+            self.unfinished -= 1
+            for child in self.dependents[index]:
+                if not ok:
+                    self.blocked.add(child)
+                waiting[child] -= 1
+                if waiting[child]:
+                    continue
+                if child in self.blocked:
+                    self.skip(child)
+                    ended.append((child, False))
                 else:
-                    arguments = self.resolver.resolve(given, record.id)
-            except ResolveError as exc:
-                self._fail(index, str(exc))
-                return _FAILED
-            except RecursionError:
-                self._fail(index, 'Arguments are nested too deeply to resolve. Use fewer levels of nested objects '
-                                  'and arrays.')
-                return _FAILED
-            record.given = given
-            record.resolver = self.resolver
-            return arguments
-        if type(given) is str:  # JSON text that did not parse: the step fails, its siblings run
-            self._fail(index, _deserialize_error(record.tool, given))
-            return _FAILED
-        record.given = given
-        return given
+                    heapq.heappush(self.ready, (-self.priority[child], child))
+        if not self.unfinished:
+            self.wake_all()
 
-    def _end(self, index: int, result: ToolResult | None) -> None:
-        if result is None:
-            self._fail(index, f'Tool execution failed: step {self.records[index].id!r} timed out after '
-                              f'{self.step_timeout:g} s (step_timeout)')
-        elif result.error is not None:
-            self._fail(index, f'Tool execution failed: {result.error}' if result.raised else result.error)
-        else:
-            self._succeed(index, self.records[index], result)
-
-    def _succeed(self, index: int, record: StepRecord, result: ToolResult) -> None:
-        record.ended_at = perf_counter() - self.t0
-        record.status = 'succeeded'
-        output = record.output = result.output
-        value = result.value
-        if not output and value is None and result.has_value:  # the tool returned nothing
-            output = record.output = NOTHING_RETURNED
-        if result.has_value and type(value) is not str:
-            record.value = value
-            record.ref_value = jsonable(value)
-        elif output and output[0] not in _JSON_START and not output[0].isspace():
-            record.value = record.ref_value = output  # plain text (the common case), no parse attempt
-            record.is_text = record.from_output = True
-        else:
-            parsed, is_text = parse_output(output)
-            record.value = record.ref_value = parsed
-            record.is_text = is_text
-            record.from_output = True
-        if self.on_event is not None:
-            self._emit('step_finished', record)
-        dependents = self.dependents[index]
-        if dependents:
-            remaining = self.remaining
-            fifo = self.fifo if self.ready is self.fifo else None
-            for child in dependents:
-                left = remaining[child] - 1
-                remaining[child] = left
-                if not left:
-                    if child in self.upstream_failed:
-                        self._skip(child)
-                    elif fifo is not None:
-                        fifo.append(child)
-                    else:
-                        self._push(child)
-
-    def _fail(self, index: int, message: str) -> None:
-        record = self.records[index]
-        record.ended_at = perf_counter() - self.t0
-        record.status = 'failed'
-        record.error = message
-        if self.on_event is not None:
-            self._emit('step_finished', record)
-        self._release_failed(index)
-
-    def _release_failed(self, index: int) -> None:
-        stack = [index]
-        while stack:
-            for child in self.dependents[stack.pop()]:
-                self.upstream_failed.add(child)
-                left = self.remaining[child] - 1
-                self.remaining[child] = left
-                if not left:
-                    self._mark_skipped(child)
-                    stack.append(child)
-
-    def _skip(self, index: int) -> None:
-        self._mark_skipped(index)
-        self._release_failed(index)
-
-    def _mark_skipped(self, index: int) -> None:
-        record = self.records[index]
+    def skip(self, index: int) -> None:
         records = self.records
         culprit = next(records[d].id for d in self.deps[index] if records[d].status != 'succeeded')
-        record.status = 'skipped'
-        record.error = f"Skipped because dependency '{culprit}' failed"
-        record.ended_at = perf_counter() - self.t0
-        if self.on_event is not None:
-            self._emit('step_finished', record)
+        self.transition(records[index], 'skipped', f"Skipped because dependency '{culprit}' failed")
+
+    def stop(self, exc: BaseException) -> None:
+        """A step raised a configuration error or a control-flow signal: cancel the run, then re-raise `exc`."""
+        if self.fatal is None:
+            self.fatal = exc
+        assert self.task_group is not None
+        self.task_group.cancel_scope.cancel()
+
+    async def worker(self) -> None:
+        streak = 0
+        while self.unfinished and self.fatal is None:
+            if not self.ready:
+                await self.wait_idle()
+                continue
+            index = heapq.heappop(self.ready)[1]
+            if self.ready:
+                self.staff()
+            await self.run_step(index)
+            streak += 1
+            if streak == _YIELD_EVERY:
+                streak = 0
+                self.coming += 1  # back for more steps in a moment: no need to send for another worker
+                await anyio.lowlevel.checkpoint()
+                self.coming -= 1
+
+    async def new_worker(self) -> None:
+        self.coming -= 1
+        await self.worker()
+
+    async def wait_idle(self) -> None:
+        event = anyio.Event()
+        self.idle.append(event)
+        await event.wait()
+        self.coming -= 1
+
+    def staff(self) -> None:
+        """Send for workers to take the steps waiting in the queue: wake idle ones, or start new ones."""
+        wanted = min(len(self.ready), _AHEAD) - self.coming
+        while wanted > 0 and self.idle:
+            self.coming += 1
+            self.idle.pop().set()
+            wanted -= 1
+        assert self.task_group is not None
+        while wanted > 0 and self.workers < self.limit:
+            self.workers += 1
+            self.coming += 1
+            self.task_group.start_soon(self.new_worker)
+            wanted -= 1
+
+    def wake_all(self) -> None:
+        while self.idle:
+            self.coming += 1
+            self.idle.pop().set()
 
     def cancel_unfinished(self, reason: str) -> None:
-        now = perf_counter() - self.t0
         for record in self.records:
             if record.status in ('pending', 'running'):
-                if record.status == 'running':
-                    record.ended_at = now
-                record.status = 'cancelled'
-                record.error = reason
+                self.transition(record, 'cancelled', reason)
 
 
-class _Stop(Exception):
-    """A step raised a configuration error or control-flow signal: stop the pool (kept in `_Run.fatal`)."""
+def _is_stray(exc: BaseException) -> bool:
+    """Whether a `CancelledError` was raised by the tool itself rather than delivered to cancel this task."""
+    if anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
+        return True  # trio cancels with its own exception class
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
 
 
 def _deserialize_error(tool: str, text: str) -> str:
@@ -312,13 +289,13 @@ def _deserialize_error(tool: str, text: str) -> str:
             'e.g. {"name": "value"}.')
 
 
-def _chain_lengths(deps: list[tuple[int, ...]], dependents: list[tuple[int, ...]]) -> list[int]:
+def _chain_lengths(deps: Sequence[tuple[int, ...]], dependents: Sequence[tuple[int, ...]]) -> list[int]:
     """Per step, the number of steps on the longest chain from it to the end of the plan."""
     n = len(deps)
     pending = [len(d) for d in dependents]
     length = [1] * n
     queue = [i for i in range(n) if not pending[i]]
-    for node in queue:
+    for node in queue:  # the list grows while we walk it
         here = length[node] + 1
         for parent in deps[node]:
             if length[parent] < here:
@@ -344,32 +321,25 @@ async def execute(
     run = _Run(prepared, concurrency=concurrency, step_timeout=step_timeout, missing=missing_field,
                context=context, on_event=on_event)
     run.t0 = started = perf_counter()
-    timed_out = False
-    try:
-        with anyio.move_on_after(timeout) as scope:
-            try:
-                async with anyio.create_task_group() as tg:
-                    if run.ready:
-                        run.spawn(tg)
-            except BaseExceptionGroup as group:
-                _, rest = group.split(_Stop)
-                if rest is not None:  # not a step's signal: a bug or an interrupt; unwrap a lone exception
-                    raise (rest.exceptions[0] if len(rest.exceptions) == 1 else rest) from None
-        timed_out = scope.cancelled_caught
-    finally:
-        if run.fatal is not None:
-            run.cancel_unfinished(f'Cancelled: the run stopped because a step raised {type(run.fatal).__name__}')
-        else:
-            run.cancel_unfinished('Cancelled: the plan run was cancelled')
-    if timed_out:
-        for record in run.records:
-            if record.error == 'Cancelled: the plan run was cancelled':
-                record.error = f'Cancelled: the plan timed out after {timeout:g} s (timeout)'
+    with anyio.move_on_after(timeout) as deadline:
+        try:
+            async with anyio.create_task_group() as task_group:
+                run.task_group = task_group
+                await run.worker()
+        except BaseExceptionGroup as group:  # a `BaseException` that is not ours (an interrupt): unwrap a lone one
+            raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
+        finally:
+            if run.fatal is not None:
+                reason = f'Cancelled: the run stopped because a step raised {type(run.fatal).__name__}'
+            elif deadline.cancel_called:
+                reason = f'Cancelled: the plan timed out after {timeout:g} s (timeout)'
+            else:
+                reason = 'Cancelled: the plan run was cancelled'
+            run.cancel_unfinished(reason)
     if run.fatal is not None:
         raise run.fatal
     levels: list[list[str]] = [[] for _ in range(max(prepared.waves, default=-1) + 1)]
-    for record, wave in zip(run.records, prepared.waves, strict=True):
-        levels[wave].append(record.id)
-    waves = tuple(tuple(level) for level in levels if level)
-    return PlanRun(prepared.plan, tuple(run.records), waves, started, perf_counter() - started,
-                   max_output_chars=max_output_chars)
+    for step, wave in zip(prepared.plan.steps, prepared.waves, strict=True):
+        levels[wave].append(step.id)
+    return PlanRun(prepared.plan, tuple(run.records), tuple(map(tuple, levels)), started,
+                   perf_counter() - started, max_output_chars=max_output_chars)

@@ -181,7 +181,7 @@ class PlanTool(Tool):
                                                   'argument "plan" holding the plan JSON'}))
         try:
             data = json.loads(text) if isinstance(text, str) else text
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return ToolResult.success(json.dumps({'error': f'Invalid JSON: {str(text)[:100]}...'}))
         parsed = parse_lenient(data, 'index')
         try:
@@ -199,7 +199,7 @@ def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return arguments  # the model sent the plan itself rather than {"plan": ...}
     if not isinstance(arguments, Mapping):
         return None

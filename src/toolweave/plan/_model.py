@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 if TYPE_CHECKING:
     from toolweave.plan._record import StepRecord
 
-__all__ = ('Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'StepStatus', 'make_step')
+__all__ = ('Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'StepStatus')
 
 StepStatus: TypeAlias = Literal['pending', 'running', 'succeeded', 'failed', 'skipped', 'cancelled']
 """Where a step is: not started, running, or one of the four ends."""
@@ -36,24 +36,6 @@ class PlanStep:
     """What the step is for (index-based plans carry one per step)."""
 
 
-_new = object.__new__
-_set_id = PlanStep.__dict__['id'].__set__
-_set_tool = PlanStep.__dict__['tool'].__set__
-_set_arguments = PlanStep.__dict__['arguments'].__set__
-_set_description = PlanStep.__dict__['description'].__set__
-
-
-def make_step(step_id: str, tool: str, arguments: Any, description: str | None) -> PlanStep:
-    """`PlanStep(step_id, tool, arguments, description)`, built without the frozen class's `__setattr__` detour
-    (the same object, in about half the time: parsing a plan builds one per step)."""
-    step = _new(PlanStep)
-    _set_id(step, step_id)
-    _set_tool(step, tool)
-    _set_arguments(step, arguments)
-    _set_description(step, description)
-    return step
-
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A declarative plan: tool calls whose arguments may refer to earlier results.
@@ -77,7 +59,7 @@ class Plan:
 @dataclass(frozen=True, slots=True)
 class PlanEvent:
     """A step started or finished. `step` is the live record: read it in the handler (it keeps changing).
-    A skipped step gets only `step_finished`; a cancelled run sends no event for the steps it cancels."""
+    A step that never started (skipped, or cancelled before it started) gets only `step_finished`."""
 
     kind: Literal['step_started', 'step_finished']
     step: StepRecord

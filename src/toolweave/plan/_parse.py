@@ -12,9 +12,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Dialect, Plan, PlanStep, make_step
+from toolweave.plan._model import Dialect, Plan, PlanStep
 
-__all__ = ('EMPTY_PLAN', 'Parsed', 'Problems', 'describe_type', 'parse_lenient', 'parse_plan', 'step_label')
+__all__ = (
+    'EMPTY_PLAN',
+    'MAX_PROBLEMS',
+    'Parsed',
+    'Problems',
+    'describe_type',
+    'excerpt',
+    'parse_lenient',
+    'parse_plan',
+    'step_label',
+)
 
 EMPTY_PLAN = 'Tool plan must contain at least one step'
 _ID_FIELDS = frozenset({'id', 'tool', 'arguments', 'description'})
@@ -22,6 +32,10 @@ _INDEX_FIELDS = frozenset({'tool', 'args', 'description'})
 _ID_TOP = frozenset({'steps', 'output_steps', 'goal'})
 _INDEX_TOP = frozenset({'steps', 'goal'})
 _STEP_EXAMPLE = '{"id": "weather", "tool": "get_weather", "arguments": {"city": "Tokyo"}}'
+
+
+MAX_PROBLEMS = 30
+"""Problems listed in full; the rest are counted in one last line (a model fixes the first ones and resends)."""
 
 
 class Problems:
@@ -42,8 +56,17 @@ class Problems:
     def __bool__(self) -> bool:
         return bool(self._items)
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def messages(self) -> list[str]:
-        return [message for _, message in sorted(self._items, key=lambda item: item[0])]
+        """The first `MAX_PROBLEMS` messages in order, then `... and N more problems` if there are more."""
+        ordered = [message for _, message in sorted(self._items, key=lambda item: item[0])]
+        if len(ordered) <= MAX_PROBLEMS:
+            return ordered
+        rest = len(ordered) - MAX_PROBLEMS
+        return [*ordered[:MAX_PROBLEMS], f'... and {rest} more problem{"s" if rest > 1 else ""} of the same kinds '
+                                         'not listed. Fix the ones above and check the rest the same way.']
 
 
 @dataclass(slots=True)
@@ -57,6 +80,30 @@ class Parsed:
 def describe_type(value: object) -> str:
     names = {dict: 'object', list: 'array', str: 'string', bool: 'boolean', int: 'number', float: 'number'}
     return 'null' if value is None else names.get(type(value), type(value).__name__)
+
+
+def excerpt(value: object, limit: int = 60) -> str:
+    """A short JSON rendering of `value` for a message; never raises (deep, cyclic or huge values included)."""
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        text = f'<{describe_type(value)}>'
+    return text if len(text) <= limit else text[:limit] + '...'
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, with nesting too deep for the parser reported as a `JSONDecodeError`-like `ValueError`."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise _TooDeep from None
+
+
+class _TooDeep(ValueError):
+    """JSON nested too deeply to read."""
+
+
+_TOO_DEEP = 'nested too deeply to read'
 
 
 def step_label(index: int, step_id: object = None) -> str:
@@ -82,18 +129,25 @@ def _detect(data: Mapping[str, Any]) -> Dialect:
 
 
 def _load(data: str | bytes | Mapping[str, Any], problems: Problems) -> Mapping[str, Any] | None:
-    if isinstance(data, (str, bytes)):
-        text = data.decode() if isinstance(data, bytes) else data
+    if isinstance(data, bytes):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            excerpt = text[:100] + ('...' if len(text) > 100 else '')
-            problems.add(-1, f'The plan is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} '
-                             f'(input: {excerpt!r}). Send a JSON object like {{"steps": [{_STEP_EXAMPLE}]}}.')
+            data = data.decode()
+        except UnicodeDecodeError as exc:
+            problems.add(-1, f'The plan is not UTF-8 text: {exc.reason} at byte {exc.start}. Send the plan JSON '
+                             'encoded as UTF-8.')
             return None
-        except RecursionError:
-            problems.add(-1, 'The plan JSON is nested too deeply to read. Send arguments with fewer levels of '
-                             'nested objects and arrays.')
+    if isinstance(data, str):
+        text = data
+        try:
+            data = _loads(text)
+        except _TooDeep:
+            problems.add(-1, f'The plan JSON is {_TOO_DEEP}. Send arguments with fewer levels of nested objects '
+                             'and arrays.')
+            return None
+        except json.JSONDecodeError as exc:
+            shown = text[:100] + ('...' if len(text) > 100 else '')
+            problems.add(-1, f'The plan is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} '
+                             f'(input: {shown!r}). Send a JSON object like {{"steps": [{_STEP_EXAMPLE}]}}.')
             return None
     if not isinstance(data, Mapping):
         problems.add(-1, f'The plan must be a JSON object with a "steps" array, got {describe_type(data)}. '
@@ -133,7 +187,12 @@ def _steps_list(data: Mapping[str, Any], problems: Problems, reported: set[tuple
         return []
     if isinstance(steps, str):  # some models encode the array a second time; read it if it is one
         try:
-            decoded = json.loads(steps)
+            decoded = _loads(steps)
+        except _TooDeep:
+            problems.add(-1, f'"steps" is a JSON text {_TOO_DEEP}. Send "steps" as an array of step objects with '
+                             'fewer levels of nesting.')
+            reported.add((-1, 'steps'))
+            return []
         except json.JSONDecodeError:
             decoded = None
         steps = decoded if isinstance(decoded, list) else steps
@@ -158,8 +217,7 @@ def _output_steps(data: Mapping[str, Any], problems: Problems) -> tuple[str, ...
     if raw is None:
         return None
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-        shown = json.dumps(raw, default=str)[:100]
-        problems.add(-1, f'"output_steps" must be an array of step id strings, got {shown}.'
+        problems.add(-1, f'"output_steps" must be an array of step id strings, got {excerpt(raw, 100)}.'
                          ' Write "output_steps": ["step_id", ...] or leave it out to get every output.')
         return None
     return tuple(dict.fromkeys(raw))
@@ -180,10 +238,9 @@ def _parse_id(data: Mapping[str, Any], problems: Problems) -> Parsed:
             arguments = raw.get('arguments')
             if type(step_id) is str and type(tool) is str and type(arguments) is dict:
                 description = raw.get('description')
-                # One string object per tool name (JSON gives each step its own copy): less memory, and
-                # the garbage collector and tool lookups meet the same object again and again.
-                append(make_step(step_id, names.setdefault(tool, tool), arguments,
-                                 description if type(description) is str else None))
+                # One string object per tool name (JSON gives each step its own copy): less memory.
+                append(PlanStep(step_id, names.setdefault(tool, tool), arguments,
+                                description if type(description) is str else None))
                 continue
         append(_id_step(index, raw, problems, reported))
     goal = data.get('goal') if isinstance(data.get('goal'), str) else None
@@ -215,8 +272,7 @@ def _string_field(raw: Mapping[str, Any], name: str, index: int, label: str, pro
     if isinstance(value, str):
         return value
     if value is not None:
-        problems.add(index, f'{label}: "{name}" must be a string, got {describe_type(value)} '
-                            f'{json.dumps(value, default=str)[:60]}.')
+        problems.add(index, f'{label}: "{name}" must be a string, got {describe_type(value)} {excerpt(value)}.')
         reported.add((index, name))
     return ''
 
@@ -228,14 +284,19 @@ def _arguments(value: Any, index: int, label: str, problems: Problems, reported:
         if not value.strip():
             return {}
         try:
-            loaded = json.loads(value)
+            loaded = _loads(value)
+        except _TooDeep:
+            problems.add(index, f'{label}: "arguments" is a JSON text {_TOO_DEEP}. Use fewer levels of nested '
+                                'objects and arrays.')
+            reported.add((index, 'arguments'))
+            return {}
         except json.JSONDecodeError:
             return value  # fails at run time with the parser's detail; independent steps still run
         value = loaded
     if isinstance(value, dict):
         return value
     problems.add(index, f'{label}: "arguments" must be a JSON object (or a string holding one), got '
-                        f'{describe_type(value)} {json.dumps(value, default=str)[:60]}. Write '
+                        f'{describe_type(value)} {excerpt(value)}. Write '
                         '"arguments": {"name": "value"}.')
     reported.add((index, 'arguments'))
     return {}

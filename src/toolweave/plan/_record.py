@@ -8,24 +8,40 @@ note saying how much was cut; the record keeps the full text.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pydantic_core import to_jsonable_python
 
-from toolweave.plan._model import Plan, StepStatus
+from toolweave.plan._model import Plan, PlanStep, StepStatus
 
 if TYPE_CHECKING:
     from toolweave.approval import ApprovalRecord
+    from toolweave.tools import ToolResult
 
-__all__ = ('DEFAULT_MAX_OUTPUT_CHARS', 'JSON_START', 'PlanRun', 'StepRecord', 'cut', 'jsonable', 'parse_output')
+__all__ = (
+    'DEFAULT_MAX_OUTPUT_CHARS',
+    'NOTHING_RETURNED',
+    'PlanRun',
+    'StepGraph',
+    'StepRecord',
+    'StepResult',
+    'cut',
+    'jsonable',
+    'parse_output',
+    'step_result',
+)
 
 DEFAULT_MAX_OUTPUT_CHARS = 4000
 """Characters of each step output (and error) shown to the model before it is cut."""
+NOTHING_RETURNED = 'Function executed successfully'
+"""A step's output when its tool returned `None`, so the model sees that it ran."""
 JSON_START = frozenset('{["-0123456789tfn')
 """The characters a JSON text can start with."""
-_SCALARS = (str, int, float, bool, type(None))
+_IMMUTABLE = (str, int, float, bool, type(None))
+"""JSON scalars: their own JSON data, and never changed by whoever reads them."""
 _ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 
 
@@ -34,22 +50,29 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_output(text: str) -> tuple[Any, bool]:
-    """A step's value read from its output text: `(parsed JSON, False)` when the trimmed text is strict JSON
-    (no NaN or Infinity), else `(text, True)` with the text untouched."""
+    """A step's value read from its output text: `(JSON data, False)` when the trimmed text is strict JSON
+    (no NaN or Infinity) that `jsonable` accepts, else `(text, True)` with the text untouched."""
     if not text or (text[0] not in JSON_START and not text[0].isspace()):
         return text, True  # the common case for plain text, without copying it
     stripped = text.strip()
     if not stripped or stripped[0] not in JSON_START:
         return text, True
     try:
-        return json.loads(stripped, parse_constant=_reject_constant), False
-    except ValueError:
+        parsed = json.loads(stripped, parse_constant=_reject_constant)
+        return (jsonable(parsed) if isinstance(parsed, (dict, list)) else parsed), False
+    except (ValueError, RecursionError):  # not JSON, an integer too long to print, or nested too deeply
         return text, True
 
 
 def jsonable(value: Any) -> Any:
-    """`value` as JSON data (dicts, lists, strings, numbers, booleans, None): what references read."""
-    if isinstance(value, _SCALARS):
+    """`value` as fresh JSON data (dicts, lists, strings, numbers, booleans, None), never shared with `value`:
+    what references read, and what each reading step gets a copy of.
+
+    Raises:
+        ValueError: `value` is cyclic, nested deeper than 254 levels, or holds bytes that are not UTF-8
+            (`UnicodeDecodeError` is a `ValueError`).
+    """
+    if isinstance(value, _IMMUTABLE):
         return value
     return to_jsonable_python(value, fallback=str)
 
@@ -61,49 +84,114 @@ def cut(text: str, limit: int | None) -> str:
     return f'{text[:limit]}... [cut {len(text) - limit} of {len(text)} characters]'
 
 
-@dataclass(slots=True, eq=False, repr=False)
+class StepResult(NamedTuple):
+    """A successful tool result as a step records it."""
+
+    output: str
+    value: Any
+    ref_value: Any
+    is_text: bool
+    from_output: bool
+
+
+def step_result(result: ToolResult) -> StepResult:
+    """What a step records from its tool's successful result: the output text, the value, and the value as JSON
+    data for references and the summary.
+
+    Raises:
+        ValueError: the value cannot become JSON data (the message says why and what to return instead).
+    """
+    output = result.output
+    value = result.value
+    if not output and value is None and result.has_value:  # the tool returned nothing
+        return StepResult(NOTHING_RETURNED, None, None, False, False)
+    if result.has_value and type(value) is not str:
+        try:
+            data = jsonable(value)
+            json.dumps(data)  # what the summary and `{{$ref:...}}` will do: an int too long to print fails here
+            return StepResult(output, value, data, False, False)
+        except Exception as exc:  # a foreign value's own code (its `__str__`) may raise anything
+            raise ValueError(f'The tool returned a value that cannot be recorded as JSON ({type(value).__name__}: '
+                             f'{_reason(exc)}). Return JSON-like data: dicts, lists, strings, numbers, booleans, '
+                             'None, or pydantic models.') from None
+    if output and output[0] not in JSON_START and not output[0].isspace():
+        return StepResult(output, output, output, True, True)  # plain text (the common case), no parse attempt
+    parsed, is_text = parse_output(output)
+    return StepResult(output, parsed, parsed, is_text, True)
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    if 'Circular reference' in text:
+        return 'it contains itself'
+    if 'depth' in text:
+        return 'nested more than 254 levels deep'
+    return cut(text, 200)
+
+
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
-    id: str
-    tool: str
-    index: int
-    """Position of the step in the plan."""
-    wave: int
-    """Dependency level: 0 for steps without references, else 1 + the highest level they refer to."""
-    depends_on: tuple[str, ...]
-    """Ids of the steps this one refers to, in order of first appearance."""
-    status: StepStatus = 'pending'
-    given: Any = field(default=None, repr=False)
-    """The arguments as the plan wrote them, once the step started (see `arguments`)."""
-    output: str | None = None
-    """The tool's output text (successful steps)."""
-    value: Any = None
-    """The tool's value (`ToolResult.value` when set, else the output parsed as JSON, else the text)."""
-    error: str | None = None
-    started_at: float | None = None
-    """Seconds from the start of the run to the start of the step."""
-    ended_at: float | None = None
-    description: str | None = None
-    ref_value: Any = field(default=None, repr=False)
-    """`value` as JSON data: what references to this step read."""
-    is_text: bool = field(default=False, repr=False)
-    """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
-    from_output: bool = field(default=False, repr=False)
-    """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
-    resolver: Any = field(default=None, repr=False)
-    """Set when `given` holds references: `arguments` replaces them again on demand."""
+    __slots__ = ('_graph', 'called', 'ended_at', 'error', 'from_output', 'index', 'is_text', 'output', 'ref_value',
+                 'started_at', 'status', 'step', 'value')
+
+    def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
+        self.step = step
+        """The step as planned."""
+        self.index = index
+        """Position of the step in the plan."""
+        self._graph = graph
+        self.status: StepStatus = 'pending'
+        self.output: str | None = None
+        """The tool's output text (successful steps)."""
+        self.value: Any = None
+        """The tool's value (`ToolResult.value` when set, else the output parsed as JSON, else the text)."""
+        self.ref_value: Any = None
+        """`value` as JSON data: what references to this step read (each reading step gets its own copy)."""
+        self.is_text = False
+        """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
+        self.from_output = False
+        """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
+        self.error: str | None = None
+        self.started_at: float | None = None
+        """Seconds from the start of the run to the start of the step."""
+        self.ended_at: float | None = None
+        self.called = False
+        """Whether the step's arguments were resolved and its tool called."""
+
+    @property
+    def id(self) -> str:
+        return self.step.id
+
+    @property
+    def tool(self) -> str:
+        return self.step.tool
+
+    @property
+    def description(self) -> str | None:
+        return self.step.description
+
+    @property
+    def wave(self) -> int:
+        """Dependency level: 0 for steps without references, else 1 + the highest level they refer to."""
+        return self._graph.waves[self.index]
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """Ids of the steps this one refers to, in order of first appearance."""
+        steps = self._graph.steps
+        return tuple(steps[d].id for d in self._graph.deps[self.index])
 
     @property
     def arguments(self) -> Any:
-        """The resolved arguments the tool was called with (`None` until resolved).
+        """The resolved arguments the tool was called with (`None` if it was not called).
 
-        Rebuilt from the finished steps' values when read rather than kept: a plan of 100k steps then holds
-        100k fewer objects for the garbage collector to scan while it runs. The values it reads never change
-        once their steps have finished, so every read gives an equal result."""
-        if self.resolver is not None:
-            return self.resolver.resolve(self.given, self.id)
-        return self.given
+        Rebuilt from the plan and the finished steps' values when read rather than kept: a plan of 100k steps
+        then holds 100k fewer objects while it runs. The values it reads never change once their steps have
+        finished, so every read gives an equal result."""
+        if not self.called:
+            return None
+        return self._graph.arguments(self.index)
 
     @property
     def duration(self) -> float | None:
@@ -129,9 +217,27 @@ class StepRecord:
         return {
             'id': self.id, 'index': self.index, 'tool': self.tool, 'description': self.description,
             'wave': self.wave, 'depends_on': list(self.depends_on), 'status': self.status,
-            'arguments': jsonable(self.arguments), 'output': self.output, 'value': jsonable(self.value),
-            'error': self.error, 'started_at': self.started_at, 'ended_at': self.ended_at, 'duration': self.duration,
+            'arguments': self.arguments, 'output': self.output,
+            'value': self.ref_value if self.status == 'succeeded' else None, 'error': self.error,
+            'started_at': self.started_at, 'ended_at': self.ended_at, 'duration': self.duration,
         }
+
+
+class StepGraph(Protocol):
+    """What records read from their run: the plan's steps, the dependency graph, and argument resolution."""
+
+    @property
+    def steps(self) -> Sequence[PlanStep]: ...
+
+    @property
+    def deps(self) -> Sequence[tuple[int, ...]]: ...
+
+    @property
+    def waves(self) -> Sequence[int]: ...
+
+    def arguments(self, index: int) -> Any:
+        """Step `index`'s arguments with every reference replaced."""
+        ...
 
 
 @dataclass(eq=False)

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from toolweave.plan._parse import excerpt
+from toolweave.plan._record import jsonable
 from toolweave.plan._refs import (
     EMBEDDED,
     PREFIX,
@@ -24,7 +26,6 @@ from toolweave.plan._refs import (
     RefSyntaxError,
     ResolveError,
     Segment,
-    format_path,
     lookup,
     parse_index_ref,
     parse_ref,
@@ -44,6 +45,7 @@ the values under those keys hold references (an exact tuple of strings, which th
 tracking); `True`: walk the whole value (the arguments are not a plain object, or are an object reference)."""
 _PATH: Final = 1
 _POSITION: Final = 3
+_IMMUTABLE = (str, int, float, bool, type(None))
 
 
 @dataclass(slots=True)
@@ -58,21 +60,62 @@ class RefTable:
     """Strings with embedded `{{$ref:...}}` (or escaped `\\{{`): literal parts and references."""
 
 
-def _did_you_mean(name: str, ids: Mapping[str, int]) -> str:
-    for known in ids:
-        if known.lower() == name.lower():
+_SUGGESTIONS = 3
+"""Unknown step names per plan that get a "did you mean" from `difflib` (its cost grows with the plan, so a plan
+full of bad references must not pay it for each one)."""
+_MAX_PATH_SHOWN = 8
+"""Levels of a deep argument path shown in a message; the middle is elided."""
+
+
+class _Suggester:
+    """"Did you mean" for unknown step names: exact matches ignoring case always, close matches for the first
+    few names only."""
+
+    __slots__ = ('_ids', '_left', '_lowered')
+
+    def __init__(self, ids: Mapping[str, int]) -> None:
+        self._ids = ids
+        self._lowered: dict[str, str] | None = None
+        self._left = _SUGGESTIONS
+
+    def __call__(self, name: str) -> str:
+        if self._lowered is None:
+            self._lowered = {known.lower(): known for known in self._ids}
+        known = self._lowered.get(name.lower())
+        if known is not None:
             return f' Step ids are case-sensitive: did you mean {known!r}?'
-    close = difflib.get_close_matches(name, list(ids)[:1000], n=1)
-    return f' Did you mean {close[0]!r}?' if close else ''
+        if self._left <= 0:
+            return ''
+        self._left -= 1
+        close = difflib.get_close_matches(name, list(self._ids)[:1000], n=1)
+        return f' Did you mean {close[0]!r}?' if close else ''
+
+
+def _short(text: str, limit: int = 100) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + '...')
+
+
+def _path_text(trail: Sequence[Segment]) -> str:
+    """`.key[0]...` for a path below `arguments`, with the middle of a very deep one elided."""
+    def text(segments: Sequence[Segment]) -> str:
+        return ''.join(f'[{seg}]' if isinstance(seg, int) else f'.{seg}' if seg and '.' not in seg and '[' not in seg
+                       else f'[{json.dumps(seg)}]' for seg in segments)
+
+    if len(trail) <= _MAX_PATH_SHOWN:
+        return text(trail)
+    half = _MAX_PATH_SHOWN // 2
+    return f'{text(trail[:half])}...{text(trail[-half:])} ({len(trail)} levels deep)'
 
 
 class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
-    __slots__ = ('deps', 'ids', 'index_dialect', 'problems', 'step_index', 'table', 'trail')
+    __slots__ = ('deps', 'ids', 'index_dialect', 'known', 'problems', 'step_index', 'suggest', 'table', 'trail')
 
     def __init__(self, ids: Mapping[str, int], dialect: str) -> None:
         self.ids = ids
+        self.suggest = _Suggester(ids)
+        self.known: str | None = None
         self.index_dialect = dialect == 'index'
         self.table = RefTable()
         self.step_index = 0
@@ -99,20 +142,19 @@ class Scanner:
     # --- messages ---------------------------------------------------------------------------------------------
 
     def where(self) -> str:
-        if not self.trail:
-            return 'arguments'
-        return 'arguments' + ('.' if isinstance(self.trail[0], str) else '') + format_path(self.trail)
+        return 'arguments' + _path_text(self.trail)
 
     def bad(self, written: str, reason: str, hint: str = SYNTAX_HINT) -> None:
-        self.problems.append(f'{self.where()}: malformed reference {written!r}: {reason}. {hint}')
+        self.problems.append(f'{self.where()}: malformed reference {_short(written)}: {reason}. {hint}')
 
     def bind(self, ref: Ref, written: str) -> Bound | None:
         index = self.ids.get(ref.step)
         if index is None:
-            known = ', '.join(list(self.ids)[:50]) + (', ...' if len(self.ids) > 50 else '')
+            if self.known is None:
+                self.known = ', '.join(list(self.ids)[:20]) + (', ...' if len(self.ids) > 20 else '')
             self.problems.append(
-                f'{self.where()}: reference {written!r} names step {ref.step!r}, which is not in the plan.'
-                f'{_did_you_mean(ref.step, self.ids)} Refer to one of the step ids: {known}.'
+                f'{self.where()}: reference {_short(written)} names step {ref.step!r}, which is not in the plan.'
+                f'{self.suggest(ref.step)} Refer to one of the step ids: {self.known}.'
             )
             return None
         self.deps.append(index)
@@ -256,7 +298,7 @@ class Scanner:
 
     def object_ref(self, target: Any) -> bool:
         if not isinstance(target, str):
-            self.bad(json.dumps({'$ref': target}, default=str),
+            self.bad(excerpt({'$ref': target}),
                      f'the value of "$ref" must be a string, got {type(target).__name__}')
             return False
         known = self.table.objects.get(target)
@@ -295,7 +337,11 @@ class Scanner:
 
 
 class Resolver:
-    """Rewrites arguments at run time: each reference replaced by the value it points at."""
+    """Rewrites a step's arguments at run time: each reference replaced by the value it points at.
+
+    A step gets its own copy of every object or array it reads, so a tool that changes its input changes
+    nothing that another step, or the record, sees.
+    """
 
     __slots__ = ('index_dialect', 'missing', 'records', 'step', 'table')
 
@@ -307,114 +353,52 @@ class Resolver:
         self.missing = 'error' if self.index_dialect else missing
         self.step = ''
 
-    def resolve(self, arguments: Any, step: str) -> Any:
-        """`arguments` with every reference replaced (raises `ResolveError` with the step's error)."""
+    def resolve(self, arguments: Any, rewrite: Rewrite, step: str) -> Any:
+        """`arguments` with every reference replaced: under the keys `rewrite` names, or everywhere when it is
+        `True` (raises `ResolveError` with the step's error)."""
         self.step = step
-        return self.mapping(arguments) if type(arguments) is dict else self.value(arguments)
-
-    def resolve_keys(self, arguments: dict[Any, Any], keys: tuple[Any, ...], step: str) -> dict[Any, Any]:
-        """`resolve` for an object whose references all sit under `keys` (from `Scanner.scan`): the other values
-        are not walked again."""
-        self.step = step
-        out = arguments.copy()
-        value = self.value
-        for key in keys:
-            out[key] = value(arguments[key])
+        if not isinstance(rewrite, tuple):
+            return self.value(arguments)
+        out = dict(arguments)
+        for key in rewrite:
+            out[key] = self.value(arguments[key])
         return out
 
-    def ref_value(self, ref: Bound) -> Any:
+    def read(self, ref: Bound) -> Any:
+        """The value `ref` points at: the referenced step's value (or the part its path selects), copied."""
         source = self.records[ref[_POSITION]]
-        if not ref[_PATH]:
-            return source.ref_value
-        return lookup(source.ref_value, source.is_text, Ref(*ref), self.missing, self.step)
-
-    def string(self, value: str) -> Any:
-        ref = self.table.whole.get(value)
-        if ref is not None:
-            return self.ref_value(ref)
-        template = self.table.templates.get(value)
-        if template is not None:
-            return ''.join(part if isinstance(part, str) else splice_text(self.ref_value(part)) for part in template)
-        return value
+        found = source.ref_value
+        if ref[_PATH]:
+            found = lookup(found, source.is_text, Ref(*ref), self.missing, self.step)
+        return found if isinstance(found, _IMMUTABLE) else jsonable(found)
 
     def value(self, value: Any) -> Any:
         kind = type(value)
         if kind is str:
             return value if self.index_dialect else self.string(value)
         if kind is dict:
-            return self.mapping(value)
+            if len(value) == 1 and '$ref' in value:
+                ref = self.table.objects.get(value['$ref'])
+                if ref is not None:
+                    return self.index_splice(value['$ref'], self.read(ref)) if self.index_dialect else self.read(ref)
+            return {key: self.value(item) for key, item in value.items()}
         if kind is list:
-            return self.sequence(value)
+            return [self.value(item) for item in value]
         return value
 
-    def mapping(self, value: dict[Any, Any]) -> Any:
-        if len(value) == 1 and '$ref' in value:
-            ref = self.table.objects.get(value['$ref'])
-            if ref is not None:
-                found = self.ref_value(ref)
-                if not self.index_dialect:
-                    return found
-                if found is None:
-                    raise ResolveError(f"Reference '{value['$ref']}' in step '{self.step}' resolved to null: the field "
-                                       'exists but holds no value. Refer to a field that has one.')
-                return splice_text(found)
-        out: dict[Any, Any] | None = None
-        whole = self.table.whole
-        templates = self.table.templates
-        records = self.records
-        strings = not self.index_dialect
-        for key, item in value.items():
-            kind = type(item)
-            if kind is str:
-                if not strings:
-                    continue
-                ref = whole.get(item)
-                if ref is not None:
-                    new = records[ref[_POSITION]].ref_value if not ref[_PATH] else self.ref_value(ref)
-                elif templates and item in templates:
-                    new = self.string(item)
-                else:
-                    continue
-            elif kind is dict:
-                new = self.mapping(item)
-            elif kind is list:
-                new = self.sequence(item)
-            else:
-                continue
-            if new is not item:
-                if out is None:
-                    out = value.copy()
-                out[key] = new
-        return value if out is None else out
+    def index_splice(self, written: str, found: Any) -> str:
+        """An index-based plan's reference as the text it splices in; `null` fails the step (it would reach the
+        tool as the word "null")."""
+        if found is None:
+            raise ResolveError(f"Reference '{written}' in step '{self.step}' resolved to null: the field exists but "
+                               'holds no value. Refer to a field that has one.')
+        return splice_text(found)
 
-    def sequence(self, value: list[Any]) -> Any:
-        # The twin of `mapping`'s loop, inlined on purpose: this is the per-argument hot path of every step, and a
-        # shared per-item helper would add a call for each argument (see benchmarks/bench_overhead.py).
-        out: list[Any] | None = None
-        whole = self.table.whole
-        templates = self.table.templates
-        records = self.records
-        strings = not self.index_dialect
-        for index, item in enumerate(value):
-            kind = type(item)
-            if kind is str:
-                if not strings:
-                    continue
-                ref = whole.get(item)
-                if ref is not None:
-                    new = records[ref[_POSITION]].ref_value if not ref[_PATH] else self.ref_value(ref)
-                elif templates and item in templates:
-                    new = self.string(item)
-                else:
-                    continue
-            elif kind is dict:
-                new = self.mapping(item)
-            elif kind is list:
-                new = self.sequence(item)
-            else:
-                continue
-            if new is not item:
-                if out is None:
-                    out = value.copy()
-                out[index] = new
-        return value if out is None else out
+    def string(self, value: str) -> Any:
+        ref = self.table.whole.get(value)
+        if ref is not None:
+            return self.read(ref)
+        template = self.table.templates.get(value)
+        if template is not None:
+            return ''.join(part if isinstance(part, str) else splice_text(self.read(part)) for part in template)
+        return value

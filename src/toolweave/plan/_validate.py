@@ -7,7 +7,6 @@ A valid plan comes out prepared for the executor: tools looked up, arguments com
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
@@ -120,17 +119,13 @@ def _label(plan: Plan, index: int) -> str:
     return step_label(index, plan.steps[index].id if plan.dialect == 'id' else None)
 
 
-_IDS = re.compile(r'(?:[A-Za-z0-9_-]{1,64}\n)*')
-"""Newline-joined step ids that are all valid (the joined text is checked in one call, not one per id)."""
-
-
 def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -> dict[str, int]:
     steps = plan.steps
+    fullmatch = ID_PATTERN.fullmatch
     ids = {step.id: index for index, step in enumerate(steps)}
-    if len(ids) == len(steps) and _IDS.fullmatch('\n'.join(ids) + '\n') is not None:
+    if len(ids) == len(steps) and all(fullmatch(step_id) for step_id in ids):
         return ids  # the common case: unique, valid ids
     ids = {}
-    fullmatch = ID_PATTERN.fullmatch
     for index, step in enumerate(plan.steps):
         step_id = step.id
         if step_id not in ids and fullmatch(step_id) is not None:
@@ -174,6 +169,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
         cache.clear()
     out: list[Tool | None] = []
     available: list[str] | None = None
+    suggested: dict[str, str] = {}
     for index, step in enumerate(plan.steps):
         name = step.tool
         hit = cache.get(name)
@@ -201,8 +197,11 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
             if available is None:
                 available = [t for t in tools.names if t not in refused]
             in_step = f' in step {step.id!r}' if plan.dialect == 'id' else ''  # index-based ids are not the model's
-            problems.add(index, f'{label}: Unknown tool {name!r}{in_step}.{_did_you_mean(name, available)} '
-                                f'Available tools: {", ".join(available) or "(none)"}.')
+            if name not in suggested:  # difflib once per unknown name, for the first few names only
+                suggested[name] = _did_you_mean(name, available) if len(suggested) < 5 else ''
+            shown = ', '.join(available[:50]) + (', ...' if len(available) > 50 else '')
+            problems.add(index, f'{label}: Unknown tool {name[:100]!r}{in_step}.{suggested[name]} Available tools: '
+                                f'{shown or "(none)"}.')
         else:
             cache[name] = tool
         out.append(tool)

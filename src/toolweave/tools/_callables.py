@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Union
 
-import anyio.to_thread
-
 from toolweave.tools._context import ToolCallContext
+from toolweave.tools._threads import run_blocking
 
 __all__ = (
     'HandlerCall',
@@ -122,9 +121,9 @@ async def run_callable(fn: Callable[..., Any], is_async: bool, args: list[Any], 
     """Await an async callable; run a sync one in a worker thread so it cannot block the event loop."""
     if is_async:
         return await fn(*args, **kwargs)
-    # abandon_on_cancel: a timeout or cancellation returns at once instead of waiting for a blocking function
-    # that cannot be interrupted; the thread finishes in the background and its result is dropped.
-    result = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True)
+    # A timeout or cancellation returns at once instead of waiting for a blocking function that cannot be
+    # interrupted; its daemon thread finishes in the background and its result is dropped (see `_threads`).
+    result = await run_blocking(partial(fn, *args, **kwargs), callable_names(fn)[1])
     if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
         return await result
     return result
