@@ -26,7 +26,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDen
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RunUsage
 
-from toolweave import TextTool, ToolCallContext, ToolPipeline, requires_approval, run_plan, tool
+from toolweave import TextTool, ToolCallContext, ToolConfigurationError, ToolPipeline, requires_approval, run_plan, tool
 from toolweave.integrations.pydantic_ai import PlanToolset, ToolPlanning, ToolweaveToolset, toolweave_tools
 from toolweave.testing import RecordingReviewHandler
 
@@ -309,7 +309,7 @@ async def test_a_hidden_gate_without_a_review_handler_is_a_configuration_error()
     gated_step_plan = plan(step('p', pipeline.name, input='x'))
     script = Script([calls_plan(gated_step_plan)])
     agent = Agent(script.model(), capabilities=[ToolPlanning()], toolsets=[ToolweaveToolset([pipeline])])
-    with pytest.raises(Exception, match="Tool 'publish' requires approval but no ReviewHandler is configured"):
+    with pytest.raises(ToolConfigurationError, match="Tool 'publish' requires approval but no ReviewHandler"):
         await agent.run('go')
 
 
