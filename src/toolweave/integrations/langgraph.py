@@ -77,16 +77,17 @@ def _rejection(answer: ReviewAnswer, what: str) -> ToolException:
     return ToolException(f'Rejected by reviewer: {what}' + (f' ({reason})' if reason else ''))
 
 
-def _returned(result: ToolResult) -> tuple[str, Any]:
-    """Content and artifact of the tool message: the output a toolweave agent would show and the Python value; a
-    failure becomes an error message (`status='error'`) the model reads."""
+def _returned(result: ToolResult) -> str:
+    """The tool message's content: the output a toolweave agent would show; a failure becomes an error message
+    (`status='error'`) the model reads. The Python value stays out of the message: graph state is checkpointed, and a
+    value need not serialize."""
     if result.error is not None:
         raise ToolException(result.error)
-    return result.output, result.value
+    return result.output
 
 
 def _structured_tool(definition: ToolDefinition, run: Any, tool: Tool | None) -> StructuredTool:
-    def run_sync(config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+    def run_sync(config: RunnableConfig, **arguments: Any) -> str:
         return anyio.run(partial(run, config, **arguments))
 
     return _ToolweaveLangChainTool(
@@ -95,7 +96,6 @@ def _structured_tool(definition: ToolDefinition, run: Any, tool: Tool | None) ->
         args_schema=copy.deepcopy(dict(definition.parameters)),
         func=run_sync,
         coroutine=run,
-        response_format='content_and_artifact',
         handle_tool_error=True,
         toolweave_tool=tool,
     )
@@ -106,7 +106,7 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
     """A toolweave tool as a LangChain tool, for a `ToolNode`, a prebuilt agent or `model.bind_tools`.
 
     The tool keeps its name, description and JSON schema. The tool message's content is the output a toolweave agent
-    would show, its artifact the Python value; a failure is an error message (`status='error'`), not an exception.
+    would show; a failure is an error message (`status='error'`), not an exception.
 
     Args:
         tool: any toolweave tool.
@@ -117,7 +117,7 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
     definition = tool.definition
     name = definition.name
 
-    async def run(config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+    async def run(config: RunnableConfig, **arguments: Any) -> str:
         approved: tuple[str, ...] = ()
         if definition.metadata.requires_approval:
             shown = json.dumps(arguments, default=str)
@@ -221,7 +221,7 @@ def plan_tool(
     pool = tools if isinstance(tools, list) else list(tools)
     definition = PlanTool([], name=name).definition
 
-    async def run(config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+    async def run(config: RunnableConfig, **arguments: Any) -> str:
         steps = Toolset([toolweave_tool(tool, config=config) for tool in pool])
         gated = gated_steps(arguments, steps)
         if gated:
