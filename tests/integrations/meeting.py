@@ -53,15 +53,28 @@ class Meeting:
 
 @dataclass
 class Hang:
-    """Calls that never finish on their own and record that they were cancelled."""
+    """`parties` calls that never finish on their own and record that they were cancelled."""
 
+    parties: int
     started: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    _everyone: anyio.Event | None = None
+
+    def _all_started(self) -> anyio.Event:
+        if self._everyone is None:
+            self._everyone = anyio.Event()
+        return self._everyone
 
     async def hang(self, key: str) -> None:
         self.started.append(key)
+        if len(self.started) == self.parties:
+            self._all_started().set()
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             self.cancelled.append(key)
             raise
+
+    async def wait_until_all_started(self) -> None:
+        with anyio.fail_after(10):
+            await self._all_started().wait()

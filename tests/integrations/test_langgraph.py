@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import ValidationError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -21,6 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 from meeting import Hang, Meeting
+from pydantic import ValidationError
 
 from toolweave import McpToolset, TextTool, ToolCallContext, ToolPipeline, Toolset, requires_approval, run_plan, tool
 from toolweave.integrations.langgraph import (
@@ -48,11 +48,11 @@ class ToolCallingFakeModel(GenericFakeChatModel):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:
         self.requests.append(list(input))
-        return await super().ainvoke(input, config, **kwargs)  # type: ignore[return-value]
+        return await super().ainvoke(input, config, **kwargs)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:
         self.requests.append(list(input))
-        return super().invoke(input, config, **kwargs)  # type: ignore[return-value]
+        return super().invoke(input, config, **kwargs)
 
 
 def scripted(*replies: AIMessage) -> ToolCallingFakeModel:
@@ -72,7 +72,10 @@ def calls(name: str, arguments: dict[str, Any], call_id: str = 'call-1') -> AIMe
     return AIMessage('', tool_calls=[{'name': name, 'args': arguments, 'id': call_id, 'type': 'tool_call'}])
 
 
-def react_graph(model: ToolCallingFakeModel, tools: list[BaseTool], *, durable: bool = False) -> CompiledStateGraph:
+Graph = CompiledStateGraph[Any, Any, Any, Any]
+
+
+def react_graph(model: ToolCallingFakeModel, tools: list[BaseTool], *, durable: bool = False) -> Graph:
     """The usual agent graph: a model node and a `ToolNode`, looping while the model calls tools."""
     bound = model.bind_tools(tools)
 
@@ -120,7 +123,8 @@ async def test_the_agent_plans_once_and_answers_after_two_model_calls() -> None:
                     step('cmp', 'warmer', a='$ref:paris.celsius', b='$ref:tokyo.celsius'), output_steps=['cmp'])
     model = scripted(calls('execute_tool_plan', the_plan), AIMessage('Tokyo is warmer'))
     graph = react_graph(model, with_plan_tool(weather_tools(meeting)))
-    state = await graph.ainvoke({'messages': [('system', planning_instructions()), ('user', 'Warmer: Paris or Tokyo?')]})
+    prompt = [('system', planning_instructions()), ('user', 'Which is warmer, Paris or Tokyo?')]
+    state = await graph.ainvoke({'messages': prompt})
 
     assert state['messages'][-1].content == 'Tokyo is warmer'
     assert len(model.requests) == 2
@@ -197,7 +201,7 @@ async def test_malformed_plan_json_gets_every_problem_and_nothing_runs() -> None
 
 
 async def test_cancelling_the_graph_cancels_every_running_step() -> None:
-    hang = Hang()
+    hang = Hang(parties=2)
 
     @langchain_tool_decorator
     async def wait(key: str) -> str:
@@ -209,9 +213,7 @@ async def test_cancelling_the_graph_cancels_every_running_step() -> None:
     graph = react_graph(model, with_plan_tool([wait]))
     async with anyio.create_task_group() as group:
         group.start_soon(graph.ainvoke, {'messages': [('user', 'go')]})
-        with anyio.fail_after(10):
-            while len(hang.started) < 2:
-                await anyio.sleep(0.01)
+        await hang.wait_until_all_started()
         group.cancel_scope.cancel()
     assert sorted(hang.cancelled) == ['a', 'b']
 
@@ -270,7 +272,7 @@ async def test_a_gated_tool_interrupts_the_graph_and_the_resume_decides() -> Non
         ran.append(path)
         return f'deleted {path}'
 
-    def graph() -> CompiledStateGraph:
+    def graph() -> Graph:
         model = scripted(calls('delete', {'path': '/tmp/x'}), AIMessage('done'))
         return react_graph(model, [langchain_tool(delete)], durable=True)
 

@@ -7,13 +7,24 @@ from typing import Any
 
 import anyio
 import pytest
-from agents import Agent, FunctionTool, RunConfig, Runner, RunResult, function_tool as agents_tool
+from agents import Agent, FunctionTool, RunConfig, Runner, RunResult
+from agents import function_tool as agents_tool
 from agents.exceptions import UserError as AgentsUserError
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool import Tool as AgentsTool
 from meeting import Hang, Meeting
 
-from toolweave import McpToolset, TextTool, ToolCallContext, ToolConfigurationError, Toolset, requires_approval, tool
-from toolweave import ToolPipeline, run_plan
+from toolweave import (
+    McpToolset,
+    TextTool,
+    ToolCallContext,
+    ToolConfigurationError,
+    ToolPipeline,
+    Toolset,
+    requires_approval,
+    run_plan,
+    tool,
+)
 from toolweave.integrations.openai_agents import (
     function_tool,
     function_tools,
@@ -46,12 +57,15 @@ def with_plan_tool(agent: Agent[Any]) -> Agent[Any]:
 
 def tool_output(model: ScriptedModel, call: int) -> str:
     """What the model was told a tool returned, in the request it got on call `call` (0-based)."""
-    items = model.calls[call].input
-    outputs = [item['output'] for item in items if isinstance(item, dict) and item.get('type') == 'function_call_output']
-    return str(outputs[-1])
+    return str(function_call_outputs(model, call)[-1])
 
 
-def weather_tools(meeting: Meeting) -> list[FunctionTool]:
+def function_call_outputs(model: ScriptedModel, call: int) -> list[Any]:
+    return [item['output'] for item in model.calls[call].input
+            if isinstance(item, dict) and item.get('type') == 'function_call_output']
+
+
+def weather_tools(meeting: Meeting) -> list[AgentsTool]:
     @agents_tool
     async def weather(city: str) -> dict[str, Any]:
         """The weather in a city."""
@@ -159,9 +173,7 @@ async def test_toolweave_tools_keep_their_schema_and_the_context_stays_hidden() 
     assert isinstance(sent_greet, FunctionTool)
     assert sent_greet.params_json_schema == dict(greet.definition.parameters)
     assert 'context' not in json.dumps(sent_greet.params_json_schema)
-    outputs = [i['output'] for i in model.calls[1].input if isinstance(i, dict) and i.get('type') ==
-               'function_call_output']
-    assert outputs == ['hello Ada from acme', 'Error: no way']
+    assert function_call_outputs(model, 1) == ['hello Ada from acme', 'Error: no way']
 
 
 async def test_mcp_tools_as_agents_tools() -> None:
@@ -259,7 +271,7 @@ async def test_a_hidden_gate_asks_the_review_handler_or_fails_the_configuration(
 
 
 async def test_cancelling_the_run_cancels_every_running_step() -> None:
-    hang = Hang()
+    hang = Hang(parties=2)
 
     @agents_tool
     async def wait(key: str) -> str:
@@ -271,9 +283,7 @@ async def test_cancelling_the_run_cancels_every_running_step() -> None:
     agent = with_plan_tool(Agent(name='a', model=model, tools=[wait]))
     async with anyio.create_task_group() as group:
         group.start_soon(lambda: Runner.run(agent, 'go', run_config=NO_TRACING))
-        with anyio.fail_after(10):
-            while len(hang.started) < 2:
-                await anyio.sleep(0.01)
+        await hang.wait_until_all_started()
         group.cancel_scope.cancel()
     assert sorted(hang.cancelled) == ['a', 'b']
 

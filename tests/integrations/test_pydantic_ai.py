@@ -276,7 +276,8 @@ async def test_a_plan_with_gated_steps_asks_once_before_anything_runs() -> None:
                   toolsets=[PlanToolset(ToolweaveToolset([delete, listing]))])
     asked = await agent.run('clean up')
     assert isinstance(asked.output, DeferredToolRequests) and ran == []
-    assert asked.output.metadata['plan-1']['steps'] == [{'id': 'rm', 'tool': 'delete', 'arguments': {'path': '$ref:ls[0]'}}]
+    gated = [{'id': 'rm', 'tool': 'delete', 'arguments': {'path': '$ref:ls[0]'}}]
+    assert asked.output.metadata['plan-1']['steps'] == gated
 
     denied = await agent.run(message_history=asked.all_messages(),
                              deferred_tool_results=DeferredToolResults(approvals={'plan-1': ToolDenied('not today')}))
@@ -314,7 +315,7 @@ async def test_a_hidden_gate_without_a_review_handler_is_a_configuration_error()
 
 
 async def test_cancelling_the_run_cancels_every_running_step() -> None:
-    hang = Hang()
+    hang = Hang(parties=2)
     agent = Agent(Script([calls_plan(plan(step('a', 'wait', key='a'), step('b', 'wait', key='b')))]).model(),
                   capabilities=[ToolPlanning()])
 
@@ -326,9 +327,7 @@ async def test_cancelling_the_run_cancels_every_running_step() -> None:
 
     async with anyio.create_task_group() as group:
         group.start_soon(agent.run, 'go')
-        with anyio.fail_after(10):
-            while len(hang.started) < 2:
-                await anyio.sleep(0.01)
+        await hang.wait_until_all_started()
         group.cancel_scope.cancel()
     assert sorted(hang.cancelled) == ['a', 'b']
 
@@ -347,7 +346,8 @@ async def test_a_toolsets_tools_as_toolweave_tools_outside_an_agent_run() -> Non
     assert tools[0].definition.parameters['required'] == ['greeting']
     run = await run_plan(plan(step('a', 'whoami', greeting='hi'), step('b', 'whoami')), tools)
     assert run.steps[0].output == 'hi, Ada'
-    assert run.steps[1].error == "Invalid arguments for tool 'whoami': greeting: Field required. Fix them and call again."
+    assert run.steps[1].error == ("Invalid arguments for tool 'whoami': greeting: Field required. "
+                                  'Fix them and call again.')
 
 
 def test_the_plan_tool_name_must_not_clash() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -38,13 +38,15 @@ from toolweave.integrations._common import (
 from toolweave.plan import planning_instructions
 
 try:
+    from typing import NotRequired
+
     from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, StructuredTool, ToolException
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.errors import GraphBubbleUp
     from langgraph.types import interrupt
-    from typing_extensions import NotRequired, TypedDict
+    from typing_extensions import TypedDict
 except ImportError as _error:  # pragma: no cover - exercised in a subprocess without the extra
     raise missing_extra('langgraph', 'langgraph', _error) from _error
 
@@ -69,6 +71,7 @@ class _ToolweaveLangChainTool(StructuredTool):
 
 
 def _ask(request: dict[str, Any]) -> ReviewAnswer:
+    """Stop the graph for a human's answer (the first time), or the answer it resumed with (validated by LangGraph)."""
     return interrupt(request, response_schema=ReviewAnswer)
 
 
@@ -86,7 +89,11 @@ def _returned(result: ToolResult) -> str:
     return result.output
 
 
-def _structured_tool(definition: ToolDefinition, run: Any, tool: Tool | None) -> StructuredTool:
+_Run = Callable[..., Awaitable[str]]
+"""The body of a LangChain tool made here: `run(config, **arguments)`."""
+
+
+def _structured_tool(definition: ToolDefinition, run: _Run, tool: Tool | None) -> StructuredTool:
     def run_sync(config: RunnableConfig, **arguments: Any) -> str:
         return anyio.run(partial(run, config, **arguments))
 
@@ -154,7 +161,10 @@ class _LangChainTool(Tool):
         return self._definition
 
     async def execute(self, arguments: Arguments, context: ToolCallContext) -> ToolResult:
-        args = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else dict(arguments or {})
+        if isinstance(arguments, str):
+            args = json.loads(arguments) if arguments.strip() else {}
+        else:
+            args = dict(arguments or {})
         call = {'type': 'tool_call', 'name': self.tool.name, 'args': args, 'id': f'toolweave:{self.tool.name}'}
         try:
             message = await self.tool.ainvoke(call, config=self.config)

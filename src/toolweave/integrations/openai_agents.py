@@ -88,7 +88,7 @@ def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] 
 
 
 def function_tools(tools: Any, *, context: ContextSource[RunContextWrapper[Any]] = None,
-                   review_handler: ReviewHandler | None = None) -> list[FunctionTool]:
+                   review_handler: ReviewHandler | None = None) -> list[AgentsTool]:
     """`function_tool` for each tool of `tools` (a `Toolset`, or anything `Toolset(...)` accepts)."""
     return [function_tool(tool, context=context, review_handler=review_handler) for tool in as_toolset(tools)]
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import copy
 import inspect
-from contextlib import nullcontext
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 import pydantic_core
+from pydantic_core import core_schema
 
 from toolweave import PlanTool, ReviewHandler, Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult
 from toolweave.integrations._common import (
@@ -50,9 +51,7 @@ except ImportError as _error:  # pragma: no cover - exercised in a subprocess wi
 
 __all__ = ('PlanToolset', 'ToolPlanning', 'ToolweaveToolset', 'toolweave_tools')
 
-_ARGUMENTS = pydantic_core.SchemaValidator(
-    pydantic_core.core_schema.dict_schema(pydantic_core.core_schema.str_schema(), pydantic_core.core_schema.any_schema())
-)
+_ARGUMENTS = pydantic_core.SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
 """A JSON object; the toolweave tool validates its own arguments and tells the model every problem at once."""
 
 
