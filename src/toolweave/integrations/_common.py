@@ -57,9 +57,10 @@ of the framework's own run context (pydantic-ai `RunContext`, Agents `RunContext
 
 def missing_extra(module: str, extra: str, error: ImportError) -> ImportError:
     """The error for importing an adapter whose framework is not installed, with the command that fixes it."""
+    package = (error.name or '?').split('.')[0]
     return ImportError(
         f'`toolweave.integrations.{module}` needs the `{extra}` extra, which is not installed (missing module '
-        f'{error.name!r}). Install it with: pip install "toolweave[{extra}]"'
+        f'{package!r}). Install it with: pip install "toolweave[{extra}]"'
     )
 
 
