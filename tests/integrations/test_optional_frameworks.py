@@ -41,5 +41,5 @@ def test_an_adapter_without_its_framework_says_how_to_install_it(case: Case) -> 
     last_line = done.stderr.strip().splitlines()[-1]
     assert last_line == (
         f'ImportError: `toolweave.integrations.{case.adapter}` needs the `{case.extra}` extra, which is not installed '
-        f"(missing module {case.blocked!r}). Install it with: pip install \"toolweave[{case.extra}]\""
+        f'(missing module {case.blocked!r}). Install it with: pip install "toolweave[{case.extra}]"'
     )
