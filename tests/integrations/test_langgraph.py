@@ -374,3 +374,15 @@ async def test_langchain_tools_as_toolweave_tools() -> None:
     assert toolweave_tool(langchain_tool(greet)) is greet
     with pytest.raises(TypeError, match='needs a LangChain BaseTool'):
         toolweave_tool(object())  # type: ignore[arg-type]
+
+
+async def test_plan_steps_call_toolweave_tools_with_their_context_and_keep_their_failures() -> None:
+    tools = langchain_tools([greet, fail_always], context=lambda config: {'tenant': config['configurable']['tenant']})
+    model = scripted(calls('execute_tool_plan', plan(step('a', 'greet', name='Ada'), step('b', 'fail_always',
+                                                                                           text='way'))),
+                     AIMessage('done'))
+    state = await react_graph(model, with_plan_tool(tools)).ainvoke({'messages': [('user', 'go')]},
+                                                                    {'configurable': {'tenant': 'acme'}})
+    assert tool_messages(state)[0].content == ('Plan completed with errors.\nResults: {"a": "hello Ada from acme", '
+                                               '"b": "ERROR: Tool execution failed: no way"}\nErrors: b: Tool '
+                                               'execution failed: no way')

@@ -309,3 +309,14 @@ async def test_agents_tools_as_toolweave_tools() -> None:
     assert toolweave_tool(function_tool(greet)) is greet
     with pytest.raises(TypeError, match='needs an Agents FunctionTool'):
         toolweave_tool(object())  # type: ignore[arg-type]
+
+
+async def test_plan_steps_call_toolweave_tools_with_their_context_and_keep_their_failures() -> None:
+    tools = function_tools([greet, fail_always], context=lambda ctx: {'tenant': ctx.context['tenant']})
+    model = ScriptedModel([calls_plan(plan(step('a', 'greet', name='Ada'), step('b', 'fail_always', text='way'))),
+                           [assistant_message('done')]])
+    await Runner.run(with_plan_tool(Agent(name='a', model=model, tools=tools)), 'go', context={'tenant': 'acme'},
+                     run_config=NO_TRACING)
+    assert tool_output(model, 1) == ('Plan completed with errors.\nResults: {"a": "hello Ada from acme", '
+                                     '"b": "ERROR: Tool execution failed: no way"}\nErrors: b: Tool execution failed: '
+                                     'no way')

@@ -364,3 +364,12 @@ def test_the_plan_tool_name_must_not_clash() -> None:
 
 
 _: Callable[..., Any] = greet  # the decorated function stays usable as a tool object
+
+
+async def test_plan_steps_call_toolweave_tools_with_their_context_and_keep_their_failures() -> None:
+    toolset = PlanToolset(ToolweaveToolset([greet, fail_always], context=lambda ctx: {'tenant': ctx.deps}))
+    script = Script([calls_plan(plan(step('a', 'greet', name='Ada'), step('b', 'fail_always', text='way'))),
+                     answer()])
+    await Agent(script.model(), deps_type=str, toolsets=[toolset]).run('go', deps='acme')
+    assert script.tool_returns(1)[0].content == ('Plan completed with errors.\nResults: {"a": "hello Ada from acme", '
+                                                 '"b": "ERROR: no way"}\nErrors: b: no way')

@@ -23,6 +23,7 @@ from toolweave import (
     Tool,
     ToolCallContext,
     ToolConfigurationError,
+    ToolDefinition,
     ToolResult,
     Toolset,
     UserError,
@@ -33,6 +34,7 @@ from toolweave import (
 
 __all__ = (
     'Arguments',
+    'BoundContext',
     'ContextSource',
     'GatedStep',
     'as_toolset',
@@ -83,6 +85,28 @@ def call_context(source: ContextSource[FrameworkContextT], framework_context: Fr
             f'{entries!r}. For example `context=lambda ctx: {{"tenant": ctx.deps.tenant}}`.'
         )
     return ToolCallContext.of(entries)
+
+
+class BoundContext(Tool):
+    """A toolweave tool called with the context its adapter gave it from the framework's run context, whatever
+    context the caller passes: a plan step calls a converted tool with that tool's own `context=`."""
+
+    def __init__(self, tool: Tool, context: ToolCallContext) -> None:
+        self.tool = tool
+        self.context = context
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self.tool.definition
+
+    async def call(self, arguments: Arguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
+        return await self.tool.call(arguments, self.context)
+
+    async def execute(self, arguments: Arguments, context: ToolCallContext) -> ToolResult:
+        return await self.tool.execute(arguments, self.context)
+
+    def __repr__(self) -> str:
+        return f'BoundContext({self.tool!r})'
 
 
 @dataclass(frozen=True, slots=True)

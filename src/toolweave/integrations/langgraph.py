@@ -27,6 +27,7 @@ import pydantic_core
 from toolweave import PlanTool, ReviewHandler, Tool, ToolCallContext, ToolDefinition, ToolResult, Toolset
 from toolweave.integrations._common import (
     Arguments,
+    BoundContext,
     ContextSource,
     as_toolset,
     call_context,
@@ -65,9 +66,11 @@ class ReviewAnswer(TypedDict):
 
 
 class _ToolweaveLangChainTool(StructuredTool):
-    """A LangChain tool made from a toolweave tool, which it keeps so a plan step calls the tool itself."""
+    """A LangChain tool made from a toolweave tool, which it keeps so a plan step calls the tool itself (with the
+    context it maps)."""
 
     toolweave_tool: Any = None
+    context_source: Any = None
 
 
 def _ask(request: dict[str, Any]) -> ReviewAnswer:
@@ -93,7 +96,8 @@ _Run = Callable[..., Awaitable[str]]
 """The body of a LangChain tool made here: `run(config, **arguments)`."""
 
 
-def _structured_tool(definition: ToolDefinition, run: _Run, tool: Tool | None) -> StructuredTool:
+def _structured_tool(definition: ToolDefinition, run: _Run, tool: Tool | None = None,
+                     context: ContextSource[RunnableConfig] = None) -> StructuredTool:
     def run_sync(config: RunnableConfig, **arguments: Any) -> str:
         return anyio.run(partial(run, config, **arguments))
 
@@ -105,6 +109,7 @@ def _structured_tool(definition: ToolDefinition, run: _Run, tool: Tool | None) -
         coroutine=run,
         handle_tool_error=True,
         toolweave_tool=tool,
+        context_source=context,
     )
 
 
@@ -137,7 +142,7 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
                                  approved=approved, review_handler=review_handler)
         return _returned(result)
 
-    return _structured_tool(definition, run, tool)
+    return _structured_tool(definition, run, tool, context)
 
 
 def langchain_tools(tools: Any, *, context: ContextSource[RunnableConfig] = None,
@@ -200,11 +205,18 @@ def toolweave_tool(tool: BaseTool, *, config: RunnableConfig | None = None) -> T
     return _LangChainTool(tool, config)
 
 
+def _step_tool(tool: BaseTool, config: RunnableConfig) -> Tool:
+    """A plan step's tool: a converted toolweave tool itself, with the context it maps from `config` (so a failure
+    stays a failure), or any other LangChain tool as `toolweave_tool` gives it."""
+    if isinstance(tool, _ToolweaveLangChainTool) and isinstance(tool.toolweave_tool, Tool):
+        return BoundContext(tool.toolweave_tool, call_context(tool.context_source, config))
+    return toolweave_tool(tool, config=config)
+
+
 def plan_tool(
     tools: Iterable[BaseTool],
     *,
     name: str = 'execute_tool_plan',
-    context: ContextSource[RunnableConfig] = None,
     review_handler: ReviewHandler | None = None,
     concurrency: int | None = None,
     step_timeout: float | None = None,
@@ -222,7 +234,6 @@ def plan_tool(
     Args:
         tools: the tools plans may call (read at call time, so a list you extend later is seen).
         name: the plan tool's name.
-        context: the hidden `ToolCallContext` of each plan: fixed entries or a function of the `RunnableConfig`.
         review_handler: asked by gates LangGraph cannot see before the plan runs (a gated step inside a pipeline).
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take.
@@ -232,7 +243,7 @@ def plan_tool(
     definition = PlanTool([], name=name).definition
 
     async def run(config: RunnableConfig, **arguments: Any) -> str:
-        steps = Toolset([toolweave_tool(tool, config=config) for tool in pool])
+        steps = Toolset([_step_tool(tool, config) for tool in pool])
         gated = gated_steps(arguments, steps)
         if gated:
             answer = _ask({'tool': name, 'arguments': arguments, 'steps': [step.as_dict() for step in gated],
@@ -240,9 +251,8 @@ def plan_tool(
             if not answer['approved']:
                 raise _rejection(answer, 'the plan did not run')
         planner = PlanTool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
-        result = await call_tool(planner, arguments, call_context(context, config),
-                                 adapter='plan_tool', approved={step.tool for step in gated},
-                                 review_handler=review_handler)
+        result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
+                                 approved={step.tool for step in gated}, review_handler=review_handler)
         return _returned(result)
 
-    return _structured_tool(definition, run, None)
+    return _structured_tool(definition, run)

@@ -27,6 +27,7 @@ import pydantic_core
 from toolweave import PlanTool, ReviewHandler, Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult, Toolset
 from toolweave.integrations._common import (
     Arguments,
+    BoundContext,
     ContextSource,
     as_toolset,
     call_context,
@@ -49,9 +50,11 @@ __all__ = ('function_tool', 'function_tools', 'plan_tool', 'planning_instruction
 
 @dataclass
 class _ToolweaveFunctionTool(FunctionTool):
-    """A `FunctionTool` made from a toolweave tool, which it keeps so a plan step calls the tool itself."""
+    """A `FunctionTool` made from a toolweave tool, which it keeps so a plan step calls the tool itself (with the
+    context it maps), and a failure stays a failure instead of text."""
 
     toolweave_tool: Tool | None = field(default=None, kw_only=True)
+    context_source: ContextSource[RunContextWrapper[Any]] = field(default=None, kw_only=True)
 
 
 def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] = None,
@@ -84,6 +87,7 @@ def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] 
         strict_json_schema=definition.metadata.strict,
         needs_approval=gated,
         toolweave_tool=tool,
+        context_source=context,
     )
 
 
@@ -159,8 +163,12 @@ async def _step_tools(tools: Sequence[AgentsTool], run_context: RunContextWrappe
     for tool in tools:
         if not isinstance(tool, FunctionTool) or tool.tool_input_guardrails or tool.tool_output_guardrails:
             continue
-        if await _enabled(tool, run_context):
-            chosen.append(toolweave_tool(tool, run_context=run_context))
+        if not await _enabled(tool, run_context):
+            continue
+        if isinstance(tool, _ToolweaveFunctionTool) and tool.toolweave_tool is not None:
+            chosen.append(BoundContext(tool.toolweave_tool, call_context(tool.context_source, run_context)))
+        else:
+            chosen.append(_AgentsTool(tool, run_context))
     return Toolset(chosen)
 
 
@@ -178,7 +186,6 @@ def plan_tool(
     tools: Iterable[AgentsTool],
     *,
     name: str = 'execute_tool_plan',
-    context: ContextSource[RunContextWrapper[Any]] = None,
     review_handler: ReviewHandler | None = None,
     concurrency: int | None = None,
     step_timeout: float | None = None,
@@ -198,7 +205,6 @@ def plan_tool(
         tools: the tools plans may call (function tools; hosted tools and tools with guardrails are left out). Read
             at call time, so a list you extend later is seen.
         name: the plan tool's name.
-        context: the hidden `ToolCallContext` of each plan: fixed entries or a function of the run context wrapper.
         review_handler: asked by gates the SDK cannot see before the plan runs (a gated step inside a pipeline).
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take.
@@ -214,7 +220,7 @@ def plan_tool(
         steps = await _step_tools(pool, ctx)
         approved = {step.tool for step in gated_steps(arguments, steps)}  # the SDK asked; the human said yes
         planner = PlanTool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
-        result = await call_tool(planner, arguments, call_context(context, ctx), adapter='plan_tool',
+        result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
                                  approved=approved, review_handler=review_handler)
         return result.text
 

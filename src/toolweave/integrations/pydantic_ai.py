@@ -206,8 +206,6 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
 
     name: str = 'execute_tool_plan'
     """The plan tool's name."""
-    context: ContextSource[RunContext[AgentDepsT]] = None
-    """The hidden `ToolCallContext` of each plan: fixed entries or a function of the `RunContext`."""
     review_handler: ReviewHandler | None = None
     """Asked by gates pydantic-ai cannot see before the plan runs (a gated step inside a pipeline)."""
     concurrency: int | None = None
@@ -257,7 +255,7 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
             raise ApprovalRequired({'steps': [step.as_dict() for step in gated], 'description': describe_steps(gated)})
         planner = PlanTool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
                            timeout=self.timeout)
-        result = await call_tool(planner, tool_args, call_context(self.context, ctx), adapter='PlanToolset',
+        result = await call_tool(planner, tool_args, ToolCallContext.EMPTY, adapter='PlanToolset',
                                  approved={step.tool for step in gated}, review_handler=self.review_handler)
         return _returned(result)
 
@@ -271,7 +269,6 @@ class ToolPlanning(AbstractCapability[AgentDepsT]):
     """
 
     name: str = 'execute_tool_plan'
-    context: ContextSource[RunContext[AgentDepsT]] = None
     review_handler: ReviewHandler | None = None
     concurrency: int | None = None
     step_timeout: float | None = None
@@ -282,5 +279,5 @@ class ToolPlanning(AbstractCapability[AgentDepsT]):
         return None  # holds functions and handlers: not buildable from a spec
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
-        return PlanToolset(toolset, name=self.name, context=self.context, review_handler=self.review_handler,
+        return PlanToolset(toolset, name=self.name, review_handler=self.review_handler,
                            concurrency=self.concurrency, step_timeout=self.step_timeout, timeout=self.timeout)
