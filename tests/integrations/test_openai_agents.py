@@ -9,9 +9,17 @@ import anyio
 import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, RunResult
 from agents import function_tool as agents_tool
+from agents.exceptions import ToolInputGuardrailTripwireTriggered
 from agents.exceptions import UserError as AgentsUserError
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import Tool as AgentsTool
+from agents.tool_guardrails import (
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    ToolOutputGuardrailData,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
 from meeting import Hang, Meeting
 
 from toolweave import (
@@ -320,3 +328,33 @@ async def test_plan_steps_call_toolweave_tools_with_their_context_and_keep_their
     assert tool_output(model, 1) == ('Plan completed with errors.\nResults: {"a": "hello Ada from acme", '
                                      '"b": "ERROR: Tool execution failed: no way"}\nErrors: b: Tool execution failed: '
                                      'no way')
+
+
+async def test_guardrails_of_a_tool_run_for_its_plan_steps() -> None:
+    @tool_input_guardrail
+    def no_secrets(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        if 'secret' in data.context.tool_arguments:
+            return ToolGuardrailFunctionOutput.reject_content('secrets stay secret')
+        if 'boom' in data.context.tool_arguments:
+            return ToolGuardrailFunctionOutput.raise_exception()
+        return ToolGuardrailFunctionOutput.allow()
+
+    @tool_output_guardrail
+    def no_shouting(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return ToolGuardrailFunctionOutput.reject_content('too loud') if data.output.isupper() else (
+            ToolGuardrailFunctionOutput.allow())
+
+    @agents_tool(tool_input_guardrails=[no_secrets], tool_output_guardrails=[no_shouting])
+    def echo(text: str) -> str:
+        """Echoes the text."""
+        return text
+
+    the_plan = plan(step('a', 'echo', text='hello'), step('b', 'echo', text='the secret'), step('c', 'echo', text='HI'))
+    model = ScriptedModel([calls_plan(the_plan), [assistant_message('done')]])
+    await Runner.run(with_plan_tool(Agent(name='a', model=model, tools=[echo])), 'go', run_config=NO_TRACING)
+    assert tool_output(model, 1) == ('Plan completed with errors.\nResults: {"a": "hello", "b": "ERROR: secrets stay '
+                                     'secret", "c": "ERROR: too loud"}\nErrors: b: secrets stay secret; c: too loud')
+
+    model = ScriptedModel([calls_plan(plan(step('a', 'echo', text='boom')))])
+    with pytest.raises(ToolInputGuardrailTripwireTriggered):
+        await Runner.run(with_plan_tool(Agent(name='a', model=model, tools=[echo])), 'go', run_config=NO_TRACING)

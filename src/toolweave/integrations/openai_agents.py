@@ -24,7 +24,17 @@ from typing import Any
 import anyio
 import pydantic_core
 
-from toolweave import PlanTool, ReviewHandler, Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult, Toolset
+from toolweave import (
+    ControlFlowSignal,
+    PlanTool,
+    ReviewHandler,
+    Tool,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    Toolset,
+)
 from toolweave.integrations._common import (
     Arguments,
     BoundContext,
@@ -39,9 +49,17 @@ from toolweave.plan import planning_instructions
 
 try:
     from agents import FunctionTool, RunContextWrapper
+    from agents.exceptions import ToolInputGuardrailTripwireTriggered, ToolOutputGuardrailTripwireTriggered
     from agents.tool import Tool as AgentsTool
     from agents.tool import set_function_tool_failure_error_function
     from agents.tool_context import ToolContext
+    from agents.tool_guardrails import (
+        ToolGuardrailFunctionOutput,
+        ToolInputGuardrail,
+        ToolInputGuardrailData,
+        ToolOutputGuardrail,
+        ToolOutputGuardrailData,
+    )
 except ImportError as _error:  # pragma: no cover - exercised in a subprocess without the extra
     raise missing_extra('openai_agents', 'openai-agents', _error) from _error
 
@@ -121,9 +139,19 @@ class _AgentsTool(Tool):
     async def execute(self, arguments: Arguments, context: ToolCallContext) -> ToolResult:
         text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
         tool_context = self._tool_context(text)
+        agent: Any = tool_context.agent
+        for guard in self.tool.tool_input_guardrails or ():
+            refused = _verdict(guard, await guard.run(ToolInputGuardrailData(context=tool_context, agent=agent)))
+            if refused is not None:
+                return refused
         limit = self.tool.timeout_seconds
         with anyio.fail_after(limit) if limit is not None else nullcontext():
             value = await self._raising.on_invoke_tool(tool_context, text)
+        for output_guard in self.tool.tool_output_guardrails or ():
+            data = ToolOutputGuardrailData(context=tool_context, agent=agent, output=value)
+            refused = _verdict(output_guard, await output_guard.run(data))
+            if refused is not None:
+                return refused
         output = value if isinstance(value, str) else pydantic_core.to_json(value, fallback=str).decode()
         return ToolResult.success(output, value)
 
@@ -140,11 +168,34 @@ class _AgentsTool(Tool):
                            run_config=outer.run_config)
 
 
+class _GuardrailTripped(ControlFlowSignal):
+    """Carries an Agents guardrail tripwire through toolweave's layers (a plan, its other steps) to the SDK, which
+    stops the run with it, as it does for a call the model made directly."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _verdict(guard: ToolInputGuardrail[Any] | ToolOutputGuardrail[Any],
+             output: ToolGuardrailFunctionOutput) -> ToolResult | None:
+    """`None` when the guardrail allows the call; the failure the model reads when it rejects it."""
+    behavior = output.behavior
+    if behavior['type'] == 'reject_content':
+        return ToolResult.failure(behavior['message'])
+    if behavior['type'] == 'raise_exception':
+        if isinstance(guard, ToolInputGuardrail):
+            raise _GuardrailTripped(ToolInputGuardrailTripwireTriggered(guard, output))
+        raise _GuardrailTripped(ToolOutputGuardrailTripwireTriggered(guard, output))
+    return None
+
+
 def toolweave_tool(tool: FunctionTool, *, run_context: RunContextWrapper[Any] | None = None) -> Tool:
     """An Agents `FunctionTool` as a toolweave tool, for a toolweave agent, plan or pipeline.
 
-    Calls go through the tool's own invoker (its argument validation and context injection) with a tool context
-    built from `run_context` (`None`: an empty one). Errors become failure results. A tool made by `function_tool`
+    Calls go through the tool's own invoker (its argument validation and context injection) and its guardrails, with
+    a tool context built from `run_context` (`None`: an empty one). Errors and guardrail rejections become failure
+    results; a guardrail tripwire stops the run. A tool made by `function_tool`
     gives back the toolweave tool it was made from. A tool with `needs_approval` requires approval.
     """
     if isinstance(tool, _ToolweaveFunctionTool) and tool.toolweave_tool is not None:
@@ -157,11 +208,10 @@ def toolweave_tool(tool: FunctionTool, *, run_context: RunContextWrapper[Any] | 
 
 
 async def _step_tools(tools: Sequence[AgentsTool], run_context: RunContextWrapper[Any]) -> Toolset:
-    """The tools a plan step may call: the enabled function tools. Hosted tools run on the provider side and tools
-    with guardrails only run as the SDK runs them, so plans leave both out."""
+    """The tools a plan step may call: the enabled function tools (hosted tools run on the provider side)."""
     chosen: list[Tool] = []
     for tool in tools:
-        if not isinstance(tool, FunctionTool) or tool.tool_input_guardrails or tool.tool_output_guardrails:
+        if not isinstance(tool, FunctionTool):
             continue
         if not await _enabled(tool, run_context):
             continue
@@ -202,8 +252,8 @@ def plan_tool(
     plan, before any step runs; their yes approves those steps.
 
     Args:
-        tools: the tools plans may call (function tools; hosted tools and tools with guardrails are left out). Read
-            at call time, so a list you extend later is seen.
+        tools: the tools plans may call (function tools, with their guardrails; hosted tools are left out). Read at
+            call time, so a list you extend later is seen.
         name: the plan tool's name.
         review_handler: asked by gates the SDK cannot see before the plan runs (a gated step inside a pipeline).
         concurrency: most steps running at once (`None`: no limit).
@@ -220,8 +270,11 @@ def plan_tool(
         steps = await _step_tools(pool, ctx)
         approved = {step.tool for step in gated_steps(arguments, steps)}  # the SDK asked; the human said yes
         planner = PlanTool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
-        result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
-                                 approved=approved, review_handler=review_handler)
+        try:
+            result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
+                                     approved=approved, review_handler=review_handler)
+        except _GuardrailTripped as tripped:
+            raise tripped.error from None
         return result.text
 
     return FunctionTool(
