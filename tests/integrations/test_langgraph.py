@@ -17,8 +17,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command
+from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
+from langgraph.types import Command, interrupt
 from meeting import Hang, Meeting
 from pydantic import ValidationError
 
@@ -386,3 +386,30 @@ async def test_plan_steps_call_toolweave_tools_with_their_context_and_keep_their
     assert tool_messages(state)[0].content == ('Plan completed with errors.\nResults: {"a": "hello Ada from acme", '
                                                '"b": "ERROR: Tool execution failed: no way"}\nErrors: b: Tool '
                                                'execution failed: no way')
+
+
+async def test_a_step_cannot_pause_for_input_or_take_injected_arguments() -> None:
+    @langchain_tool_decorator
+    def ask_human(question: str) -> str:
+        """Asks a human."""
+        return str(interrupt(question))
+
+    @langchain_tool_decorator
+    def whoami(name: str, runtime: ToolRuntime) -> str:
+        """Uses the graph's runtime."""
+        return f'{name}: {runtime.tool_call_id}'
+
+    the_plan = plan(step('a', 'ask_human', question='ok?'), step('b', 'whoami', name='x'))
+    graph = react_graph(scripted(calls('execute_tool_plan', the_plan), AIMessage('done')),
+                        with_plan_tool([ask_human, whoami]), durable=True)
+    state = await graph.ainvoke({'messages': [('user', 'go')]}, durable('i'))
+    assert '__interrupt__' not in state
+    assert tool_messages(state)[0].content == (
+        'Plan completed with errors.\nResults: {"a": "ERROR: Tool \'ask_human\' stopped the graph to wait for input '
+        "(a LangGraph interrupt), which a plan step cannot do. Call 'ask_human' directly instead of in a plan.\", "
+        '"b": "ERROR: Tool \'whoami\' needs arguments that a LangGraph ToolNode injects (runtime), which a plan step '
+        "cannot give. Call 'whoami' directly instead of in a plan.\"}\nErrors: a: Tool 'ask_human' stopped the graph "
+        "to wait for input (a LangGraph interrupt), which a plan step cannot do. Call 'ask_human' directly instead of "
+        "in a plan.; b: Tool 'whoami' needs arguments that a LangGraph ToolNode injects (runtime), which a plan step "
+        "cannot give. Call 'whoami' directly instead of in a plan."
+    )

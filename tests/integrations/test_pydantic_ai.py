@@ -373,3 +373,23 @@ async def test_plan_steps_call_toolweave_tools_with_their_context_and_keep_their
     await Agent(script.model(), deps_type=str, toolsets=[toolset]).run('go', deps='acme')
     assert script.tool_returns(1)[0].content == ('Plan completed with errors.\nResults: {"a": "hello Ada from acme", '
                                                  '"b": "ERROR: no way"}\nErrors: b: no way')
+
+
+async def test_a_step_whose_tool_asks_for_approval_while_it_runs_fails_and_says_to_call_it_directly() -> None:
+    toolset = FunctionToolset[None]()
+
+    @toolset.tool_plain
+    def transfer(amount: int) -> str:
+        """Moves money."""
+        return f'moved {amount}'
+
+    gated = toolset.approval_required(lambda ctx, tool_def, args: args['amount'] > 100)
+    the_plan = plan(step('small', 'transfer', amount=5), step('big', 'transfer', amount=500))
+    script = Script([calls_plan(the_plan), answer()])
+    await Agent(script.model(), toolsets=[PlanToolset(gated)], output_type=[str, DeferredToolRequests]).run('go')
+    assert script.tool_returns(1)[0].content == (
+        'Plan completed with errors.\nResults: {"small": "moved 5", "big": "ERROR: Tool \'transfer\' asked to be '
+        "approved or completed outside the run when it was called, which a plan step cannot wait for. Call 'transfer' "
+        "directly instead of in a plan.\"}\nErrors: big: Tool 'transfer' asked to be approved or completed outside the "
+        "run when it was called, which a plan step cannot wait for. Call 'transfer' directly instead of in a plan."
+    )

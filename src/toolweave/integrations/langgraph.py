@@ -160,6 +160,8 @@ class _LangChainTool(Tool):
         self.config = config
         parameters = convert_to_openai_tool(tool)['function'].get('parameters') or {'type': 'object', 'properties': {}}
         self._definition = ToolDefinition(tool.name, tool.description or '', parameters)
+        self._injected = sorted(_fields(tool.get_input_schema()) - _fields(tool.tool_call_schema))
+        """Arguments a `ToolNode` injects (`ToolRuntime`, `InjectedState`...), which no model and no plan gives."""
 
     @property
     def definition(self) -> ToolDefinition:
@@ -170,6 +172,12 @@ class _LangChainTool(Tool):
             args = json.loads(arguments) if arguments.strip() else {}
         else:
             args = dict(arguments or {})
+        if self._injected:
+            injected = ', '.join(self._injected)
+            return ToolResult.failure(
+                f'Tool {self.tool.name!r} needs arguments that a LangGraph ToolNode injects ({injected}), which a plan '
+                f'step cannot give. Call {self.tool.name!r} directly instead of in a plan.'
+            )
         call = {'type': 'tool_call', 'name': self.tool.name, 'args': args, 'id': f'toolweave:{self.tool.name}'}
         try:
             message = await self.tool.ainvoke(call, config=self.config)
@@ -184,6 +192,13 @@ class _LangChainTool(Tool):
         if message.status == 'error':
             return ToolResult.failure(text)
         return ToolResult.success(text, message.artifact if message.artifact is not None else message.content)
+
+
+def _fields(schema: Any) -> set[str]:
+    """The argument names of a LangChain tool schema: a JSON schema dict or a pydantic model class."""
+    if isinstance(schema, dict):
+        return set(schema.get('properties') or {})
+    return set(getattr(schema, 'model_fields', {}))
 
 
 def _text(content: Any) -> str:
