@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from toolweave import (
+    PlanTool,
     PlanValidationError,
     ReviewDecision,
     ReviewHandler,
@@ -44,6 +45,7 @@ __all__ = (
     'gated_steps',
     'missing_extra',
     'plan_data',
+    'plan_definition',
 )
 
 FrameworkContextT = TypeVar('FrameworkContextT')
@@ -64,6 +66,13 @@ def missing_extra(module: str, extra: str, error: ImportError) -> ImportError:
         f'`toolweave.integrations.{module}` needs the `{extra}` extra, which is not installed (missing module '
         f'{package!r}). Install it with: pip install "toolweave[{extra}]"'
     )
+
+
+def plan_definition(name: str, concurrency: int | None, step_timeout: float | None,
+                    timeout: float | None) -> ToolDefinition:
+    """The plan tool's definition, after checking the options when the adapter is built: a bad value is the
+    developer's to fix, not text for a model at call time."""
+    return PlanTool([], name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout).definition
 
 
 def as_toolset(tools: Any) -> Toolset:

@@ -35,6 +35,7 @@ from toolweave.integrations._common import (
     describe_steps,
     gated_steps,
     missing_extra,
+    plan_definition,
 )
 from toolweave.plan import planning_instructions
 
@@ -255,7 +256,7 @@ def plan_tool(
         timeout: seconds a whole plan may take.
     """
     pool = tools if isinstance(tools, list) else list(tools)
-    definition = PlanTool([], name=name).definition
+    definition = plan_definition(name, concurrency, step_timeout, timeout)
 
     async def run(config: RunnableConfig, **arguments: Any) -> str:
         steps = Toolset([_step_tool(tool, config) for tool in pool])

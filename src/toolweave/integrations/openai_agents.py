@@ -44,6 +44,7 @@ from toolweave.integrations._common import (
     call_tool,
     gated_steps,
     missing_extra,
+    plan_definition,
 )
 from toolweave.plan import planning_instructions
 
@@ -261,7 +262,7 @@ def plan_tool(
         timeout: seconds a whole plan may take.
     """
     pool = tools if isinstance(tools, list) else list(tools)
-    definition = PlanTool([], name=name).definition
+    definition = plan_definition(name, concurrency, step_timeout, timeout)
 
     async def needs_approval(run_context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
         return bool(gated_steps(arguments, await _step_tools(pool, run_context)))

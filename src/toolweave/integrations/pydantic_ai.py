@@ -24,7 +24,16 @@ import anyio
 import pydantic_core
 from pydantic_core import core_schema
 
-from toolweave import PlanTool, ReviewHandler, Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult
+from toolweave import (
+    PlanTool,
+    ReviewHandler,
+    Tool,
+    ToolCallContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolResult,
+    UserError,
+)
 from toolweave.integrations._common import (
     Arguments,
     ContextSource,
@@ -34,6 +43,7 @@ from toolweave.integrations._common import (
     describe_steps,
     gated_steps,
     missing_extra,
+    plan_definition,
 )
 from toolweave.plan import planning_instructions
 
@@ -218,7 +228,7 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
     """How many times pydantic-ai lets the model resend plan arguments that are not a JSON object."""
 
     def __post_init__(self) -> None:
-        self._definition = PlanTool([], name=self.name).definition  # also checks the name
+        self._definition = plan_definition(self.name, self.concurrency, self.step_timeout, self.timeout)
 
     async def get_instructions(self, ctx: RunContext[AgentDepsT]) -> Sequence[str | InstructionPart]:
         inner = await super().get_instructions(ctx)
@@ -232,8 +242,8 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         tools = dict(await super().get_tools(ctx))
         if self.name in tools:
-            raise ValueError(f'Tool name conflict: the wrapped toolset {self.wrapped.label} already has a tool named '
-                             f'{self.name!r}. Give the plan tool another name: `PlanToolset(toolset, name=...)`.')
+            raise UserError(f'Tool name conflict: the wrapped toolset {self.wrapped.label} already has a tool named '
+                            f'{self.name!r}. Give the plan tool another name: `PlanToolset(toolset, name=...)`.')
         definition = self._definition
         tools[self.name] = ToolsetTool(
             toolset=self,
@@ -274,9 +284,12 @@ class ToolPlanning(AbstractCapability[AgentDepsT]):
     step_timeout: float | None = None
     timeout: float | None = None
 
+    def __post_init__(self) -> None:
+        plan_definition(self.name, self.concurrency, self.step_timeout, self.timeout)
+
     @classmethod
     def get_serialization_name(cls) -> str | None:
-        return None  # holds functions and handlers: not buildable from a spec
+        return None  # holds a review handler: not buildable from a spec
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
         return PlanToolset(toolset, name=self.name, review_handler=self.review_handler,
