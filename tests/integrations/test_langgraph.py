@@ -17,8 +17,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
+from langgraph.prebuilt import ToolNode, ToolRuntime, create_react_agent, tools_condition
 from langgraph.types import Command, interrupt
+from langgraph.warnings import LangGraphDeprecatedSinceV10
 from meeting import Hang, Meeting
 from pydantic import ValidationError
 
@@ -413,3 +414,16 @@ async def test_a_step_cannot_pause_for_input_or_take_injected_arguments() -> Non
         "in a plan.; b: Tool 'whoami' needs arguments that a LangGraph ToolNode injects (runtime), which a plan step "
         "cannot give. Call 'whoami' directly instead of in a plan."
     )
+
+
+async def test_the_plan_tool_in_the_prebuilt_react_agent() -> None:
+    meeting = Meeting(parties=2)
+    the_plan = plan(step('paris', 'weather', city='Paris'), step('tokyo', 'weather', city='Tokyo'))
+    model = scripted(calls('execute_tool_plan', the_plan), AIMessage('both sunny'))
+    with pytest.warns(LangGraphDeprecatedSinceV10, match='create_react_agent has been moved'):
+        agent = create_react_agent(model, with_plan_tool(weather_tools(meeting)))
+    state = await agent.ainvoke({'messages': [('user', 'Weather in Paris and Tokyo?')]})
+    assert state['messages'][-1].content == 'both sunny' and len(model.requests) == 2
+    assert meeting.overlapped('Paris', 'Tokyo')
+    assert tool_messages(state)[0].content == ('{"paris": {"city": "Paris", "celsius": 15}, "tokyo": {"city": "Tokyo", '
+                                               '"celsius": 15}}')
