@@ -427,3 +427,14 @@ async def test_the_plan_tool_in_the_prebuilt_react_agent() -> None:
     assert meeting.overlapped('Paris', 'Tokyo')
     assert tool_messages(state)[0].content == ('{"paris": {"city": "Paris", "celsius": 15}, "tokyo": {"city": "Tokyo", '
                                                '"celsius": 15}}')
+
+
+async def test_a_toolweave_tool_may_have_an_argument_named_config() -> None:
+    @tool
+    def set_config(config: dict[str, int]) -> str:
+        """Stores a configuration."""
+        return f'stored {sorted(config)}'
+
+    message = await langchain_tool(set_config).ainvoke({'name': 'set_config', 'args': {'config': {'b': 1, 'a': 2}},
+                                                        'id': 'c', 'type': 'tool_call'})
+    assert (message.content, message.status) == ("stored ['a', 'b']", 'success')

@@ -44,7 +44,7 @@ try:
 
     from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig
-    from langchain_core.tools import BaseTool, StructuredTool, ToolException
+    from langchain_core.tools import BaseTool, ToolException
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.errors import GraphBubbleUp
     from langgraph.types import interrupt
@@ -66,12 +66,26 @@ class ReviewAnswer(TypedDict):
     """Run the tool with these arguments instead (a single gated tool, not a plan)."""
 
 
-class _ToolweaveLangChainTool(StructuredTool):
-    """A LangChain tool made from a toolweave tool, which it keeps so a plan step calls the tool itself (with the
-    context it maps)."""
+_Body = Callable[..., Awaitable[str]]
+"""What a LangChain tool made here runs: `body(config, **arguments)`."""
 
+
+class _ToolweaveLangChainTool(BaseTool):
+    """A LangChain tool made here: it runs `body`, and keeps the toolweave tool it was made from (if any) so a plan
+    step calls that tool itself, with the context it maps.
+
+    LangChain hands the run's config to the `_run` / `_arun` parameter annotated `RunnableConfig`; it is named so
+    that no tool argument takes its place (a tool may well have an argument called `config`)."""
+
+    body: _Body
     toolweave_tool: Any = None
     context_source: Any = None
+
+    def _run(self, _toolweave_config: RunnableConfig, **arguments: Any) -> str:
+        return anyio.run(partial(self.body, _toolweave_config, **arguments))
+
+    async def _arun(self, _toolweave_config: RunnableConfig, **arguments: Any) -> str:
+        return await self.body(_toolweave_config, **arguments)
 
 
 def _ask(request: dict[str, Any]) -> ReviewAnswer:
@@ -93,21 +107,13 @@ def _returned(result: ToolResult) -> str:
     return result.output
 
 
-_Run = Callable[..., Awaitable[str]]
-"""The body of a LangChain tool made here: `run(config, **arguments)`."""
-
-
-def _structured_tool(definition: ToolDefinition, run: _Run, tool: Tool | None = None,
-                     context: ContextSource[RunnableConfig] = None) -> StructuredTool:
-    def run_sync(config: RunnableConfig, **arguments: Any) -> str:
-        return anyio.run(partial(run, config, **arguments))
-
+def _langchain_tool(definition: ToolDefinition, body: _Body, tool: Tool | None = None,
+                    context: ContextSource[RunnableConfig] = None) -> BaseTool:
     return _ToolweaveLangChainTool(
         name=definition.name,
         description=definition.description,
         args_schema=copy.deepcopy(dict(definition.parameters)),
-        func=run_sync,
-        coroutine=run,
+        body=body,
         handle_tool_error=True,
         toolweave_tool=tool,
         context_source=context,
@@ -130,7 +136,7 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
     definition = tool.definition
     name = definition.name
 
-    async def run(config: RunnableConfig, **arguments: Any) -> str:
+    async def run(config: RunnableConfig, /, **arguments: Any) -> str:
         approved: tuple[str, ...] = ()
         if definition.metadata.requires_approval:
             shown = json.dumps(arguments, default=str)
@@ -143,7 +149,7 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
                                  approved=approved, review_handler=review_handler)
         return _returned(result)
 
-    return _structured_tool(definition, run, tool, context)
+    return _langchain_tool(definition, run, tool, context)
 
 
 def langchain_tools(tools: Any, *, context: ContextSource[RunnableConfig] = None,
@@ -258,7 +264,7 @@ def plan_tool(
     pool = tools if isinstance(tools, list) else list(tools)
     definition = plan_definition(name, concurrency, step_timeout, timeout)
 
-    async def run(config: RunnableConfig, **arguments: Any) -> str:
+    async def run(config: RunnableConfig, /, **arguments: Any) -> str:
         steps = Toolset([_step_tool(tool, config) for tool in pool])
         gated = gated_steps(arguments, steps)
         if gated:
@@ -271,4 +277,4 @@ def plan_tool(
                                  approved={step.tool for step in gated}, review_handler=review_handler)
         return _returned(result)
 
-    return _structured_tool(definition, run)
+    return _langchain_tool(definition, run)
