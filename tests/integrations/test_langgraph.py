@@ -1,10 +1,12 @@
-"""toolweave inside LangGraph graphs (`ToolNode`), run with LangChain's own fake chat model."""
+"""toolweave inside LangGraph graphs (`ToolNode`), run with LangChain's own fake chat model.
 
-from __future__ import annotations
+No `from __future__ import annotations`: LangChain reads a tool function's annotations on every call, and string
+annotations would be compiled each time, in worker threads, concurrently (which CPython 3.11.7 mishandles).
+"""
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import pytest
@@ -43,7 +45,7 @@ class ToolCallingFakeModel(GenericFakeChatModel):
     bound: list[dict[str, Any]] = []
     requests: list[list[BaseMessage]] = []
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ToolCallingFakeModel:
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Self:
         self.bound = [convert_to_openai_tool(t) for t in tools]
         return self
 

@@ -350,7 +350,7 @@ async def test_a_toolsets_tools_as_toolweave_tools_outside_an_agent_run() -> Non
                                   'Fix them and call again.')
 
 
-def test_the_plan_tool_name_must_not_clash() -> None:
+async def test_the_plan_tool_name_must_not_clash() -> None:
     toolset = FunctionToolset[None]()
 
     @toolset.tool_plain
@@ -360,7 +360,7 @@ def test_the_plan_tool_name_must_not_clash() -> None:
 
     agent = Agent(TestModel(), toolsets=[PlanToolset(toolset)])
     with pytest.raises(ValueError, match="already has a tool named 'execute_tool_plan'"):
-        agent.run_sync('go')
+        await agent.run('go')
 
 
 _: Callable[..., Any] = greet  # the decorated function stays usable as a tool object
