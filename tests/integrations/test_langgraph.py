@@ -1,8 +1,6 @@
-"""toolweave inside LangGraph graphs (`ToolNode`), run with LangChain's own fake chat model.
+"""toolweave inside LangGraph graphs (`ToolNode`), run with LangChain's own fake chat model."""
 
-No `from __future__ import annotations`: LangChain reads a tool function's annotations on every call, and string
-annotations would be compiled each time, in worker threads, concurrently (which CPython 3.11.7 mishandles).
-"""
+from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence

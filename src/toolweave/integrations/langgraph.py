@@ -13,9 +13,7 @@ checkpointer) with `{'tool', 'arguments', 'description'}` and goes on with `Comm
 A plan whose steps call such tools interrupts once, before any step runs, listing those steps under `'steps'`.
 """
 
-# No `from __future__ import annotations` in this module: LangChain reads the annotations of a tool's `_run` and
-# `_arun` on every call, to find the parameter that takes the `RunnableConfig`, and string annotations would be
-# compiled again each time, in worker threads too.
+from __future__ import annotations
 
 import copy
 import json
