@@ -3,6 +3,7 @@ missing says which extra to install."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,3 +44,11 @@ def test_an_adapter_without_its_framework_says_how_to_install_it(case: Case) -> 
         f'ImportError: `toolweave.integrations.{case.adapter}` needs the `{case.extra}` extra, which is not installed '
         f'(missing module {case.blocked!r}). Install it with: pip install "toolweave[{case.extra}]"'
     )
+
+
+@pytest.mark.parametrize('adapter', ['pydantic_ai', 'openai_agents', 'langgraph'])
+def test_each_adapter_lists_its_public_names_sorted(adapter: str) -> None:
+    module = importlib.import_module(f'toolweave.integrations.{adapter}')
+    assert isinstance(module.__all__, tuple)
+    assert list(module.__all__) == sorted(module.__all__)
+    assert all(hasattr(module, name) for name in module.__all__)

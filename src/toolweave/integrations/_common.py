@@ -44,7 +44,6 @@ __all__ = (
     'describe_steps',
     'gated_steps',
     'missing_extra',
-    'plan_data',
     'plan_definition',
 )
 
@@ -131,7 +130,7 @@ class GatedStep:
         return {'id': self.id, 'tool': self.tool, 'arguments': self.arguments}
 
 
-def plan_data(arguments: Arguments) -> str | Mapping[str, Any]:
+def _plan_data(arguments: Arguments) -> str | Mapping[str, Any]:
     """The plan tool's arguments in the form the plan parser reads."""
     return {} if arguments is None else arguments
 
@@ -140,7 +139,7 @@ def gated_steps(arguments: Arguments, tools: Toolset) -> tuple[GatedStep, ...]:
     """The steps of a plan that will ask for approval; none when the plan cannot run (it then runs nothing and the
     model gets the list of problems instead)."""
     try:
-        plan = parse_plan(plan_data(arguments))
+        plan = parse_plan(_plan_data(arguments))
     except PlanValidationError:
         return ()
     if validate_plan(plan, tools):
