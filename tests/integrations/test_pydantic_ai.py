@@ -393,3 +393,25 @@ async def test_a_step_whose_tool_asks_for_approval_while_it_runs_fails_and_says_
         "directly instead of in a plan.\"}\nErrors: big: Tool 'transfer' asked to be approved or completed outside the "
         "run when it was called, which a plan step cannot wait for. Call 'transfer' directly instead of in a plan."
     )
+
+
+async def test_a_plan_calling_a_pydantic_ai_tool_that_requires_approval_is_deferred_once() -> None:
+    ran: list[int] = []
+    toolset = FunctionToolset[None]()
+
+    @toolset.tool_plain(requires_approval=True)
+    def transfer(amount: int) -> str:
+        """Moves money."""
+        ran.append(amount)
+        return f'moved {amount}'
+
+    the_plan = plan(step('a', 'transfer', amount=5), step('b', 'transfer', amount=7))
+    script = Script([calls_plan(the_plan), answer()])
+    agent = Agent(script.model(), toolsets=[PlanToolset(toolset)], output_type=[str, DeferredToolRequests])
+    asked = await agent.run('pay')
+    assert isinstance(asked.output, DeferredToolRequests) and ran == []
+    assert [s['id'] for s in asked.output.metadata['plan-1']['steps']] == ['a', 'b']
+    await agent.run(message_history=asked.all_messages(),
+                    deferred_tool_results=DeferredToolResults(approvals={'plan-1': True}))
+    assert sorted(ran) == [5, 7]
+    assert script.tool_returns(1)[0].content == '{"a": "moved 5", "b": "moved 7"}'
