@@ -415,3 +415,28 @@ async def test_a_plan_calling_a_pydantic_ai_tool_that_requires_approval_is_defer
                     deferred_tool_results=DeferredToolResults(approvals={'plan-1': True}))
     assert sorted(ran) == [5, 7]
     assert script.tool_returns(1)[0].content == '{"a": "moved 5", "b": "moved 7"}'
+
+
+async def test_an_approved_plan_with_a_hidden_gate_and_no_review_handler_says_how_to_fix_it() -> None:
+    @requires_approval
+    @tool
+    def delete(path: str) -> str:
+        """Deletes a file."""
+        return f'deleted {path}'
+
+    publish = requires_approval(TextTool.from_function('publish', 'Publishes', lambda text: f'published {text}'))
+    pipeline = ToolPipeline.of(TextTool.from_function('same', 'Same text', str.strip), publish)
+    the_plan = plan(step('rm', 'delete', path='/x'), step('p', pipeline.name, input='news'))
+    script = Script([calls_plan(the_plan), answer()])
+    agent = Agent(script.model(), output_type=[str, DeferredToolRequests],
+                  toolsets=[PlanToolset(ToolweaveToolset([delete, pipeline]))])
+    asked = await agent.run('go')
+    assert isinstance(asked.output, DeferredToolRequests)
+    with pytest.raises(ToolConfigurationError) as raised:
+        await agent.run(message_history=asked.all_messages(),
+                        deferred_tool_results=DeferredToolResults(approvals={'plan-1': True}))
+    assert str(raised.value) == (
+        "Tool 'publish' asked for approval while it ran, where the framework could not ask before the call (a gated "
+        'tool inside a pipeline, for example). Pass `review_handler=` to `PlanToolset`, or gate the outer tool with '
+        '`requires_approval` so the framework asks first.'
+    )
