@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({'pipeline', 'plan'}),
     frozenset({'agent'}),
     frozenset({'agentic', 'builtins', 'mcp', 'testing'}),
-    frozenset({'cli'}),
+    frozenset({'cli', 'integrations'}),
     frozenset({'toolweave'}),
 )
 """The parts, bottom up: a part may import the parts of the layers below its own, never above or beside it."""
