@@ -19,12 +19,14 @@ Payloads (arguments, results, messages) are recorded only with `include_content=
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Self
+
+import anyio
 
 from toolweave._checks import check_number
 from toolweave._json import compact
@@ -39,11 +41,14 @@ __all__ = (
     'ACTIVE',
     'InstrumentationSettings',
     'SpanScope',
+    'ToolSpan',
     'Tracing',
+    'agent_calling',
     'annotate',
     'exception_raised',
     'instrument',
     'instrumentation',
+    'span_opened_for_call',
     'tool_call_id',
     'tool_span',
 )
@@ -118,13 +123,15 @@ class InstrumentationSettings:
 
 
 class Tracing:
-    """Tracing turned on: the settings and the tracer every span starts from."""
+    """Tracing turned on: the settings, the tracer every span starts from, and the OpenTelemetry API functions the
+    spans use (looked up once here, not at every span)."""
 
-    __slots__ = ('include_content', 'limit', 'settings', 'tracer')
+    __slots__ = ('Status', 'attach', 'current_span', 'detach', 'error', 'in_context', 'include_content', 'kinds',
+                 'limit', 'settings', 'tracer')
 
     def __init__(self, settings: InstrumentationSettings) -> None:
         try:
-            from opentelemetry import trace
+            from opentelemetry import context, trace
         except ImportError as exc:  # pragma: no cover - the API comes with the `otel` extra (and with mcp)
             raise ImportError('Tracing needs the OpenTelemetry API: `pip install "toolweave[otel]"`.') from exc
         self.settings = settings
@@ -133,6 +140,13 @@ class Tracing:
                                else trace.get_tracer('toolweave', __version__))
         self.include_content = settings.include_content
         self.limit = settings.max_content_chars
+        self.attach = context.attach
+        self.detach = context.detach
+        self.in_context = trace.set_span_in_context
+        self.current_span = trace.get_current_span
+        self.Status = trace.Status
+        self.error = trace.StatusCode.ERROR
+        self.kinds = {'internal': trace.SpanKind.INTERNAL, 'client': trace.SpanKind.CLIENT}
 
     def cut(self, text: str) -> str:
         """`text`, cut to `max_content_chars` with a note of how much was cut."""
@@ -149,12 +163,34 @@ class Tracing:
             return self.cut(repr(value))
 
     def start(self, name: str, attributes: Mapping[str, Any], *, kind: Literal['internal', 'client'] = 'internal',
-              parent: Context | None = None) -> Span:
-        """A started span (not made current: see `SpanScope`)."""
-        from opentelemetry.trace import SpanKind
+              parent: Context | None = None, at: int | None = None) -> Span:
+        """A span started now (or `at`, in nanoseconds since the epoch), under the current span or under `parent`;
+        not made current (see `SpanScope`)."""
+        return self.tracer.start_span(name, context=parent, kind=self.kinds[kind], attributes=attributes,
+                                      start_time=at)
 
-        return self.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT if kind == 'client'
-                                      else SpanKind.INTERNAL, attributes=attributes)
+    def failed(self, span: Span, error_type: str, message: str) -> None:
+        """Mark `span` failed with `error_type` and `message` (cut to `max_content_chars`)."""
+        span.set_attribute(ERROR_TYPE, error_type)
+        span.set_status(self.Status(self.error, self.cut(message)))
+
+    def ended_by(self, span: Span, exc: BaseException) -> None:
+        """Record on `span` the exception that ended its operation: an error, except a control-flow signal (a
+        deliberate stop); a cancellation is an error without an exception event (it has no story to tell)."""
+        if isinstance(exc, ControlFlowSignal):
+            span.set_attribute('toolweave.signal', type(exc).__name__)
+            return
+        if isinstance(exc, Exception):
+            span.record_exception(exc)
+        cancelled = _is_cancellation(exc)
+        self.failed(span, type(exc).__qualname__, 'cancelled' if cancelled else str(exc) or type(exc).__qualname__)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    try:
+        return isinstance(exc, anyio.get_cancelled_exc_class())
+    except RuntimeError:  # not in an event loop: nothing was cancelled
+        return False
 
 
 ACTIVE: Tracing | None = None
@@ -191,70 +227,38 @@ class SpanScope:
     leaving the block is recorded on the span (a control-flow signal is not an error), and the span ends with the
     block unless `end=False` (its owner ends it later)."""
 
-    __slots__ = ('_end', '_token', 'span')
+    __slots__ = ('_end', '_token', '_tracing', 'span')
 
-    def __init__(self, span: Span, *, end: bool = True) -> None:
+    def __init__(self, tracing: Tracing, span: Span, *, end: bool = True) -> None:
+        self._tracing = tracing
         self.span = span
         self._end = end
 
     def __enter__(self) -> Self:
-        from opentelemetry import context, trace
-
-        self._token = context.attach(trace.set_span_in_context(self.span))
+        self._token = self._tracing.attach(self._tracing.in_context(self.span))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        from opentelemetry import context
-
         try:
             if exc is not None:
-                ended_by(self.span, exc)
+                self._tracing.ended_by(self.span, exc)
         finally:
-            context.detach(self._token)
+            self._tracing.detach(self._token)
             if self._end:
                 self.span.end()
-
-
-def ended_by(span: Span, exc: BaseException) -> None:
-    """Record on `span` the exception that ended its operation: an error, except a control-flow signal (a
-    deliberate stop); a cancellation is an error without an exception event (it has no story to tell)."""
-    from opentelemetry.trace import Status, StatusCode
-
-    if isinstance(exc, ControlFlowSignal):
-        span.set_attribute('toolweave.signal', type(exc).__name__)
-        return
-    span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
-    if isinstance(exc, Exception):
-        span.record_exception(exc)
-        message = str(exc) or type(exc).__qualname__
-    else:  # CancelledError, trio's Cancelled, KeyboardInterrupt
-        message = 'cancelled' if 'ancel' in type(exc).__name__ else type(exc).__qualname__
-    span.set_status(Status(StatusCode.ERROR, message if ACTIVE is None else ACTIVE.cut(message)))
-
-
-def failed(span: Span, error_type: str, message: str) -> None:
-    """Mark `span` failed with `error_type` and `message` (cut to `max_content_chars`)."""
-    from opentelemetry.trace import Status, StatusCode
-
-    span.set_attribute(ERROR_TYPE, error_type)
-    span.set_status(Status(StatusCode.ERROR, message if ACTIVE is None else ACTIVE.cut(message)))
 
 
 def annotate(attributes: Mapping[str, Any]) -> None:
     """Add `attributes` to the current span (the `execute_tool` span of the call running), while tracing is on."""
     if ACTIVE is not None:
-        from opentelemetry import trace
-
-        trace.get_current_span().set_attributes(attributes)
+        ACTIVE.current_span().set_attributes(attributes)
 
 
 def exception_raised(exc: BaseException) -> None:
     """A tool body raised `exc` (which becomes a failure result): record it on the current span."""
     if ACTIVE is not None:
-        from opentelemetry import trace
-
-        trace.get_current_span().record_exception(exc)
+        ACTIVE.current_span().record_exception(exc)
 
 
 # --- tool calls ---------------------------------------------------------------------------------------------
@@ -314,9 +318,9 @@ class ToolSpan(SpanScope):
 
     def result(self, output: str, error: str | None) -> None:
         if error is not None:
-            failed(self.span, TOOL_ERROR, error)
-        elif ACTIVE is not None and ACTIVE.include_content:
-            self.span.set_attribute(TOOL_CALL_RESULT, ACTIVE.cut(output))
+            self._tracing.failed(self.span, TOOL_ERROR, error)
+        elif self._tracing.include_content:
+            self.span.set_attribute(TOOL_CALL_RESULT, self._tracing.cut(output))
 
 
 _opened: ContextVar[bool] = ContextVar('toolweave_tool_span_opened', default=False)
@@ -345,9 +349,4 @@ def tool_span(tracing: Tracing, name: str, description: str, arguments: object) 
             attributes[AGENT_NAME] = caller.agent
     if tracing.include_content and arguments is not None:
         attributes[TOOL_CALL_ARGUMENTS] = tracing.payload(arguments)
-    return ToolSpan(tracing.start(f'execute_tool {name}', attributes))
-
-
-def strings(values: Sequence[object]) -> list[str]:
-    """`values` as an attribute value (a list of strings)."""
-    return [str(value) for value in values]
+    return ToolSpan(tracing, tracing.start(f'execute_tool {name}', attributes))

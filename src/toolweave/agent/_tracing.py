@@ -107,7 +107,7 @@ def run_trace(agent: str, description: str | None, model: str, instructions: str
         if instructions:
             attributes[SYSTEM_INSTRUCTIONS] = _json([_text(tracing, instructions)])
         attributes[INPUT_MESSAGES] = _json([{'role': 'user', 'parts': [_text(tracing, prompt)]}])
-    return RunTrace(SpanScope(tracing.start(f'invoke_agent {agent}', attributes)), process, agent)
+    return RunTrace(SpanScope(tracing, tracing.start(f'invoke_agent {agent}', attributes)), process, agent)
 
 
 class ChatTrace(SpanScope):
@@ -129,9 +129,8 @@ class ChatTrace(SpanScope):
                                       OUTPUT_TOKENS: response.usage.output_tokens}
         if response.model_name:
             attributes[RESPONSE_MODEL] = provider_and_model(response.model_name)[1]
-        tracing = _tracing.ACTIVE
-        if tracing is not None and tracing.include_content:
-            attributes[OUTPUT_MESSAGES] = _json([_output_message(tracing, response.text, response.tool_calls,
+        if self._tracing.include_content:
+            attributes[OUTPUT_MESSAGES] = _json([_output_message(self._tracing, response.text, response.tool_calls,
                                                                  reason)])
         self.span.set_attributes(attributes)
 
@@ -153,7 +152,7 @@ def chat_trace(tracing: Tracing, model: str, messages: Sequence[Message], settin
             attributes[SYSTEM_INSTRUCTIONS] = _json(system)
         attributes[INPUT_MESSAGES] = _json([_input_message(tracing, m) for m in messages
                                             if not isinstance(m, SystemMessage)])
-    return ChatTrace(tracing.start(f'chat {model_name}', attributes, kind='client'))
+    return ChatTrace(tracing, tracing.start(f'chat {model_name}', attributes, kind='client'))
 
 
 # --- messages in the shape of the GenAI conventions (gen_ai.input.messages / gen_ai.output.messages) -----------

@@ -11,9 +11,10 @@ of no length when it settles. The plan's span ends last, with the number of step
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from time import time_ns
 from typing import TYPE_CHECKING, Any, Final
 
-from toolweave._tracing import SpanScope, Tracing, failed
+from toolweave._tracing import SpanScope, Tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -52,7 +53,7 @@ class PlanTrace:
         """Run the step of `record` (`run_step(index)`) inside its span."""
         span = self._open[record.index] = self._start(record)
         try:
-            with SpanScope(span, end=False):
+            with SpanScope(self._tracing, span, end=False):
                 await run_step(record.index)
         finally:
             if record.status in SETTLED:
@@ -66,9 +67,10 @@ class PlanTrace:
         if span is not None:
             self._record(span, status, error)
         elif status in SETTLED:
-            span = self._start(record)
+            now = time_ns()
+            span = self._start(record, now)
             self._record(span, status, error)
-            span.end()
+            span.end(now)
 
     def close(self, records: Sequence[StepRecord], *, stopped: BaseException | None, reason: str) -> None:
         """End the step spans still open and the plan's span, with the number of steps per status. `stopped` is
@@ -81,19 +83,21 @@ class PlanTrace:
             counts[record.status] = counts.get(record.status, 0) + 1
         self._span.set_attributes({f'{PLAN}.{status}': count for status, count in counts.items()})
         if stopped is not None:
-            failed(self._span, type(stopped).__qualname__, f'{type(stopped).__name__}: {stopped}')
+            self._tracing.failed(self._span, type(stopped).__qualname__, f'{type(stopped).__name__}: {stopped}')
         elif counts.get('cancelled'):
-            failed(self._span, 'cancelled', reason)
+            self._tracing.failed(self._span, 'cancelled', reason)
         self._span.end()
 
-    def _start(self, record: StepRecord) -> Span:
+    def _start(self, record: StepRecord, at: int | None = None) -> Span:
         attributes: dict[str, Any] = {f'{STEP}.id': record.id, f'{STEP}.tool': record.tool,
                                       f'{STEP}.index': record.index, f'{STEP}.wave': record.wave}
-        return self._tracing.start(f'plan_step {record.id}', attributes, parent=self._context)
+        return self._tracing.start(f'plan_step {record.id}', attributes, parent=self._context, at=at)
 
     def _record(self, span: Span, status: StepStatus, error: str | None) -> None:
+        if status == 'running':  # the span's own start says so
+            return
         span.set_attribute(f'{STEP}.status', status)
         if error is not None:
             span.set_attribute(f'{STEP}.error', self._tracing.cut(error))
             if status in ('failed', 'cancelled'):
-                failed(span, status, error)
+                self._tracing.failed(span, status, error)
