@@ -719,6 +719,45 @@ async def test_a_gateway_passes_the_trace_on_to_its_upstream_servers(tmp_path: A
     assert step is not None and step.name == 'plan_step e'
 
 
+# --- inside another framework's traced agent ---------------------------------------------------------------------
+
+async def test_a_pydantic_ai_agent_traced_on_the_same_provider_shows_the_plan_inside_its_tool_call(
+        spans: Spans) -> None:
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo
+    from pydantic_ai.models.function import FunctionModel as PydanticFunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings as PydanticInstrumentation
+
+    from toolweave.integrations.pydantic_ai import ToolPlanning
+
+    plan = {'steps': [{'id': 'paris', 'tool': 'temperature', 'arguments': '{"city": "Paris"}'},
+                      {'id': 'tokyo', 'tool': 'temperature', 'arguments': '{"city": "Tokyo"}'}]}
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('execute_tool_plan', plan)])
+        return ModelResponse(parts=[TextPart('Tokyo is warmer.')])
+
+    traced = Instrumentation(settings=PydanticInstrumentation(tracer_provider=spans.provider))
+    agent = PydanticAgent(PydanticFunctionModel(model), name='weather', capabilities=[ToolPlanning(), traced])
+
+    @agent.tool_plain
+    def temperature(city: str) -> float:
+        """The temperature in a city, in degrees Celsius."""
+        return {'Paris': 18.0, 'Tokyo': 24.0}[city]
+
+    assert (await agent.run('Which is warmer?')).output == 'Tokyo is warmer.'
+    tree = spans.tree()
+    # pydantic-ai's tool span, then toolweave's call of its plan tool, the plan, and a span per step
+    start = tree.index('  execute_tool execute_tool_plan')
+    assert tree[0] == 'invoke_agent weather' and tree[start:start + 7] == [
+        '  execute_tool execute_tool_plan', '    execute_tool execute_tool_plan', '      execute_plan',
+        '        plan_step paris', '          execute_tool temperature',
+        '        plan_step tokyo', '          execute_tool temperature']
+
+
 # --- the attribute names are the OpenTelemetry GenAI conventions' --------------------------------------------------
 
 def test_attribute_names_match_the_semantic_conventions_package() -> None:
