@@ -7,6 +7,8 @@ One plan, the overhead benchmark's 10k-step random DAG (width 100, up to 3 refer
 - **off**: toolweave with tracing off, the default;
 - **API only**: `instrument()` with no OpenTelemetry SDK installed as the global provider, so every span is the
   API's no-op span (toolweave's own work of tracing, and nothing recorded);
+- **not sampled**: the OpenTelemetry SDK with a sampler that records no trace (`ALWAYS_OFF`), the cost of the
+  traces a sampler leaves out;
 - **no-op exporter**: the OpenTelemetry SDK (`TracerProvider`, `SimpleSpanProcessor`) with an exporter that drops
   every span: spans are created, filled, ended and handed over, as in production, minus the network;
 - **in-memory exporter**: the same with the SDK's `InMemorySpanExporter`, which keeps every span (the tests' setup).
@@ -48,13 +50,14 @@ try:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, Sampler
 except ImportError as exc:  # pragma: no cover - the SDK comes with the `otel` extra
     raise ImportError('The tracing benchmark needs the OpenTelemetry SDK: `pip install -e ".[otel]"`.') from exc
 
 __all__ = ('main',)
 
 RESULTS = Path(__file__).parent / 'results' / 'tracing.json'
-MODES = ('floor', 'off', 'API only', 'no-op exporter', 'in-memory exporter')
+MODES = ('floor', 'off', 'API only', 'not sampled', 'no-op exporter', 'in-memory exporter')
 
 
 class DroppingExporter(SpanExporter):
@@ -81,8 +84,8 @@ class Case:
         return self.us_per_step[mode] / self.us_per_step[reference]
 
 
-def _sdk(exporter: SpanExporter) -> InstrumentationSettings:
-    provider = TracerProvider()
+def _sdk(exporter: SpanExporter, sampler: Sampler | None = None) -> InstrumentationSettings:
+    provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return InstrumentationSettings(tracer_provider=provider)
 
@@ -112,7 +115,8 @@ def _runners(case: Case) -> dict[str, tuple[Callable[[], Awaitable[Any]], Instru
         return count
 
     return {'floor': (floor, False, lambda: 0), 'off': (toolweave, False, lambda: 0),
-            'API only': (toolweave, True, lambda: 0), 'no-op exporter': (toolweave, _sdk(dropping), dropped),
+            'API only': (toolweave, True, lambda: 0), 'not sampled': (toolweave, _sdk(dropping, ALWAYS_OFF), dropped),
+            'no-op exporter': (toolweave, _sdk(dropping), dropped),
             'in-memory exporter': (toolweave, _sdk(memory), kept)}
 
 
