@@ -132,6 +132,16 @@ def test_tracing_is_off_by_default_and_import_toolweave_does_not_load_openteleme
     assert out.split() == ['None', '[]']
 
 
+def test_without_the_opentelemetry_api_instrument_says_what_to_install() -> None:
+    code = ('import sys\n'
+            'sys.modules["opentelemetry"] = None  # as if it were not installed\n'
+            'import toolweave\n'
+            'try:\n    toolweave.instrument()\n'
+            'except ImportError as exc:\n    print(exc, toolweave.instrumentation())\n')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == 'Tracing needs the OpenTelemetry API: `pip install "toolweave[otel]"`. None'
+
+
 async def test_nothing_is_recorded_while_tracing_is_off() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -132,7 +132,7 @@ class Tracing:
     def __init__(self, settings: InstrumentationSettings) -> None:
         try:
             from opentelemetry import context, trace
-        except ImportError as exc:  # pragma: no cover - the API comes with the `otel` extra (and with mcp)
+        except ImportError as exc:  # the API comes with the `otel` extra (and with mcp, anthropic, pydantic-ai)
             raise ImportError('Tracing needs the OpenTelemetry API: `pip install "toolweave[otel]"`.') from exc
         self.settings = settings
         provider = settings.tracer_provider

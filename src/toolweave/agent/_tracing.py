@@ -56,17 +56,18 @@ def provider_and_model(name: str) -> tuple[str, str]:
 class RunTrace:
     """The `invoke_agent` span of one run; does nothing while tracing is off."""
 
-    __slots__ = ('_process', '_scope', '_stack')
+    __slots__ = ('_agent', '_process', '_scope', '_stack')
 
     def __init__(self, scope: SpanScope | None, process: AgentProcess, agent: str) -> None:
         self._scope = scope
         self._process = process
+        self._agent = agent
         self._stack = ExitStack()
-        if scope is not None:
-            self._stack.enter_context(scope)
-            self._stack.enter_context(_tracing.agent_calling(agent))
 
     def __enter__(self) -> Self:
+        if self._scope is not None:
+            self._stack.enter_context(self._scope)
+            self._stack.enter_context(_tracing.agent_calling(self._agent))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
