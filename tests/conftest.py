@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import toolweave.models
-from toolweave import GLOBAL_METRICS
+from toolweave import GLOBAL_METRICS, instrument
 
 
 @pytest.fixture
@@ -14,6 +16,14 @@ def anyio_backend() -> str:
 @pytest.fixture(autouse=True)
 def _reset_metrics() -> None:
     GLOBAL_METRICS.reset()
+
+
+@pytest.fixture(autouse=True)
+def _tracing_off() -> Iterator[None]:
+    """Every test starts and ends with tracing off (a docs page may turn it on)."""
+    instrument(False)
+    yield
+    instrument(False)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ PACKAGE = ROOT / 'src' / 'toolweave'
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({'exceptions', '_ambient', '_json', '_version', '_public'}),
     frozenset({'_checks'}),
+    frozenset({'tracing'}),
     frozenset({'tools'}),
     frozenset({'decorators', 'approval', 'progressive', 'models'}),
     frozenset({'pipeline', 'plan'}),
@@ -26,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({'toolweave'}),
 )
 """The parts, bottom up: a part may import the parts of the layers below its own, never above or beside it."""
-PART_OF = {'_pipeline_args': 'pipeline'}
+PART_OF = {'_pipeline_args': 'pipeline', '_tracing': 'tracing'}
 """Top-level private modules that belong to a part."""
 
 

@@ -2,7 +2,8 @@
 
 The names below are grouped by concept, in the order the layers build on each other: tools, then what wraps
 them (decorators, approval), then what runs many of them (pipelines, plans, progressive disclosure), then the
-agent and what builds on it (agentic tools, built-in tools), then models and MCP. `__all__` lists them all.
+agent and what builds on it (agentic tools, built-in tools), then models, MCP and tracing. `__all__` lists them
+all.
 """
 
 from __future__ import annotations
@@ -186,6 +187,9 @@ from toolweave.models import (
 # --- MCP -------------------------------------------------------------------------------------------------------------
 from toolweave.mcp import McpGateway, McpMetaConverter, McpToolFactory, McpToolset
 
+# --- tracing --------------------------------------------------------------------------------------------------------
+from toolweave.tracing import InstrumentationSettings, instrument, instrumentation
+
 __all__ = (
     'AfterTools',
     'Agent',
@@ -225,6 +229,9 @@ __all__ = (
     'FunctionTool',
     'GLOBAL_METRICS',
     'infer_model',
+    'instrument',
+    'instrumentation',
+    'InstrumentationSettings',
     'ListSink',
     'LoopMemo',
     'McpGateway',
@@ -283,8 +290,8 @@ __all__ = (
     'SystemMessage',
     'TextDelta',
     'TextTool',
-    'Tool',
     'tool',
+    'Tool',
     'ToolArguments',
     'ToolCall',
     'ToolCallContext',

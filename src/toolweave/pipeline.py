@@ -63,6 +63,7 @@ from time import perf_counter
 
 import anyio
 
+from toolweave import _tracing
 from toolweave._checks import check_number
 from toolweave._pipeline_args import TEXT_SCHEMA, Carry, adapted, arguments_for, carry_of, first_arguments
 from toolweave.approval import ReviewHandler, check_review_handler, use_review_handler
@@ -209,6 +210,9 @@ class ToolPipeline(Tool):
     async def _run(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if not self._stages:
             return ToolResult.success(text_input(arguments))
+        if _tracing.ACTIVE is not None:
+            _tracing.annotate({'toolweave.pipeline.steps': [stage.tool.name for stage in self._stages],
+                               'toolweave.pipeline.error_strategy': self._error_strategy.value})
         last = len(self._stages) - 1
         carry = Carry()
         result = ToolResult.success()
@@ -219,6 +223,7 @@ class ToolPipeline(Tool):
                 if self._error_strategy is ErrorStrategy.FAIL_FAST or index == last:
                     logger.debug('Pipeline %r stopped at step %d/%d %r: %s', self.name, index + 1, last + 1,
                                  stage.tool.name, result.error)
+                    _tracing.annotate({'toolweave.pipeline.failed_step': stage.tool.name})
                     return result
                 logger.debug('Pipeline %r step %d/%d %r failed, continuing with its error: %s', self.name,
                              index + 1, last + 1, stage.tool.name, result.error)

@@ -21,6 +21,7 @@ from toolweave.agent._planning import AgentPlanTool
 from toolweave.agent._process import AgentProcess, Budget, RunUsage, current_process, process_var
 from toolweave.agent._streaming import AgentStream, open_run_stream
 from toolweave.agent._subagent import SubAgentTool
+from toolweave.agent._tracing import run_trace
 from toolweave.agent._unfolding import UnfoldingInjectionStrategy
 from toolweave.approval import ApprovalRecord, ReviewHandler, check_review_handler, record_approvals, use_review_handler
 from toolweave.exceptions import ControlFlowSignal, UsageLimitExceeded, UserError
@@ -327,15 +328,17 @@ class Agent:
         if on_event is not None:
             process.events.subscribe(on_event)
         messages: list[Message] = []
+        trace = run_trace(self.name, self.description, self.model.name, self.instructions, prompt, process)
         try:
             with using(process_var, process), use_review_handler(self.review_handler), \
-                    record_approvals() as approvals:
+                    record_approvals() as approvals, trace:
                 messages.extend(self._start_messages(prompt, message_history, process))
                 await self.toolset.load()
                 outcome = await run_loop(self.model, self._loop_tools(process), process, messages,
                                          settings=self.settings, max_iterations=self.max_iterations,
                                          limits=self.limits, stream=stream,
                                          empty_answer_nudges=self.empty_answer_nudges)
+                trace.finished(outcome.output, outcome.finish_reason)
         except UsageLimitExceeded:
             process.finish('stopped', process.stop_reason)
             raise

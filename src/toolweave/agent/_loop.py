@@ -9,6 +9,7 @@ from typing import Literal, TypeAlias
 
 import anyio
 
+from toolweave._tracing import tool_call_id
 from toolweave.agent._events import EmptyAnswer, MessageEvent, ToolCallFinished, ToolCallStarted
 from toolweave.agent._process import AgentProcess, ToolCallRecord
 from toolweave.agent._streaming import ask_model
@@ -208,9 +209,10 @@ async def _call_tool(
 
 
 async def _timed_call(tool: Tool, call: ToolCall, process: AgentProcess, seconds: float | None) -> ToolResult:
-    if seconds is None:
-        return await tool.call(call.arguments, process.context)
-    with anyio.move_on_after(seconds):
-        return await tool.call(call.arguments, process.context)
+    with tool_call_id(call.id):
+        if seconds is None:
+            return await tool.call(call.arguments, process.context)
+        with anyio.move_on_after(seconds):
+            return await tool.call(call.arguments, process.context)
     return ToolResult.failure(f'Tool {call.name!r} timed out after {seconds:g} s and was cancelled. Try simpler '
                               'arguments, or a different tool.')

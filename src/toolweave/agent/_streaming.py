@@ -19,8 +19,10 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
+from toolweave import _tracing
 from toolweave.agent._events import AgentEvent, EventListener, TextDelta, ToolCallDelta
 from toolweave.agent._process import AgentProcess
+from toolweave.agent._tracing import chat_trace
 from toolweave.exceptions import UserError
 from toolweave.models._base import (
     Message,
@@ -51,11 +53,26 @@ async def ask_model(
 ) -> ModelResponse:
     """One model call of the loop. Streamed, each chunk becomes a `TextDelta` or `ToolCallDelta` of `process` as
     it arrives; a model that cannot stream answers whole, and its reply is reported as the same deltas."""
+    tracing = _tracing.ACTIVE
+    if tracing is None:
+        return await _ask(model, messages, tools, settings, process, stream=stream)
+    with chat_trace(tracing, model.name, messages, settings, stream=stream) as trace:
+        response = await _ask(model, messages, tools, settings, process, stream=stream, first_chunk=trace.first_chunk)
+        trace.response(response)
+        return response
+
+
+async def _ask(model: Model, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+               settings: ModelSettings | None, process: AgentProcess, *, stream: bool,
+               first_chunk: Callable[[], None] | None = None) -> ModelResponse:
     if not stream:
         return await model.respond(messages, tools, settings)
     if isinstance(model, StreamingModel):
         async with model.stream(messages, tools, settings) as reply:
             async for chunk in reply:
+                if first_chunk is not None:
+                    first_chunk()
+                    first_chunk = None
                 process.emit(_delta(process, chunk))
         return reply.response
     response = await model.respond(messages, tools, settings)

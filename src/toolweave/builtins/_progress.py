@@ -69,7 +69,7 @@ def _progress(arguments: dict[str, Any]) -> ToolResult:
         return ToolResult.failure("Missing 'status' parameter")
     process = current_process()
     if process is None:
-        logger.warning('progress tool called outside of an agent run; ignoring: %s', status)
+        logger.warning('Progress tool called outside an agent run; ignoring: %s', status)
         return ToolResult.success('Progress noted (no active process to display it).')
     process.report_progress(status)
     return ToolResult.success(f'Progress reported: {status}')
@@ -81,7 +81,7 @@ def _communicate(arguments: dict[str, Any]) -> ToolResult:
         return ToolResult.failure("Missing 'message' parameter")
     process = current_process()
     if process is None:
-        logger.warning('communicate tool called outside of an agent run; ignoring: %s', message)
+        logger.warning('Communicate tool called outside an agent run; ignoring: %s', message)
         return ToolResult.success('Message noted (no active process to deliver it).')
     process.send_message(message)
     return ToolResult.success('Message sent to user.')

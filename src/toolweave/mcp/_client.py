@@ -87,7 +87,8 @@ class McpTool(Tool):
         client = self._owner._client_for(self.name)
         where = f'MCP tool {self.name!r} on server {self._owner.label}'
         try:
-            result = await call_tool(client, self.mcp_name, args, meta=meta, timeout=self._owner.timeout, where=where)
+            result = await call_tool(client, self.mcp_name, args, meta=meta, timeout=self._owner.timeout,
+                                     server=self._owner.label, where=where)
         except CallFailed as exc:
             return ToolResult.failure(str(exc))
         remember_content(self.name, args, result)

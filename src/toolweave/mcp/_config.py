@@ -35,7 +35,7 @@ from toolweave.tools._definition import NAME_PATTERN
 
 __all__ = ('GatewayConfig', 'GatewayMode', 'PrefixPolicy', 'ServerConfig')
 
-logger = logging.getLogger('toolweave.mcp')
+logger = logging.getLogger('toolweave.mcp.gateway')
 
 GatewayMode: TypeAlias = Literal['tools', 'search']
 """`tools`: list every upstream tool plus `execute_tool_plan`; `search`: list only `search_tools`,

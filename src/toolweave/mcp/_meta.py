@@ -127,10 +127,15 @@ def meta_for_call(converter: McpMetaConverter, context: ToolCallContext, tool_na
     return meta
 
 
+_TRACE_CONTEXT_KEYS = frozenset({'traceparent', 'tracestate', 'baggage'})
+"""The W3C trace context and baggage, which MCP carries unprefixed in `_meta` (the MCP SDK sends and reads them)."""
+
+
 def is_reserved_meta_key(key: str) -> bool:
     """Whether a `_meta` key belongs to the protocol (`progressToken`, `io.modelcontextprotocol/...`, any
-    prefix whose second label is `modelcontextprotocol` or `mcp`) rather than to the caller."""
-    if key == 'progressToken':
+    prefix whose second label is `modelcontextprotocol` or `mcp`) or to tracing (`traceparent`, `tracestate`,
+    `baggage`) rather than to the caller."""
+    if key == 'progressToken' or key in _TRACE_CONTEXT_KEYS:
         return True
     prefix, slash, _ = key.partition('/')
     if not slash:

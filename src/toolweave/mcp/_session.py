@@ -13,6 +13,7 @@ from typing import Any, Literal, TextIO
 
 import anyio
 
+from toolweave import _tracing
 from toolweave._version import __version__
 from toolweave.mcp._content import McpCallResult, to_tool_result
 from toolweave.mcp._sdk import require_mcp
@@ -166,11 +167,16 @@ async def list_all_tools(client: Any, *, fresh: bool = False) -> list[Any]:
 
 
 async def call_tool(client: Any, mcp_name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None,
-                    timeout: float | None, where: str) -> McpCallResult:  # noqa: ASYNC109
-    """Call one tool. Raises `CallFailed` (whose message starts with `where`) when no result came back."""
+                    timeout: float | None, server: str, where: str) -> McpCallResult:  # noqa: ASYNC109
+    """Call one tool of `server` (its label). Raises `CallFailed` (whose message starts with `where`) when no result
+    came back. While tracing is on, the call's `execute_tool` span gets the MCP attributes, and the SDK sends the
+    span's trace context to the server in the request's `_meta` (`traceparent`)."""
     from mcp import MCPError
     from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+    if _tracing.ACTIVE is not None:
+        _tracing.annotate({_tracing.TOOL_TYPE: 'extension', 'mcp.method.name': 'tools/call',
+                           'toolweave.mcp.server': server, 'toolweave.mcp.tool': mcp_name})
     try:
         result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout, meta=meta)
     except MCPError as exc:

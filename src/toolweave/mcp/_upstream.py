@@ -263,7 +263,7 @@ class Upstream:
         meta = meta_for_call(self._meta, context, exposed)
         try:
             return await call_tool(connection.client, mcp_name, arguments, meta=meta, timeout=self.config.timeout,
-                                   where=where)
+                                   server=self.name, where=where)
         except CallFailed as exc:
             if exc.kind == 'closed':
                 connection.end('its connection closed (the server exited or crashed)')

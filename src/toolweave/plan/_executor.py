@@ -34,11 +34,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
+from toolweave import _tracing
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
 from toolweave.plan._model import EventHandler, MissingField, PlanEvent, PlanStep, StepStatus
 from toolweave.plan._record import PlanRun, StepRecord, step_result
 from toolweave.plan._refs import ResolveError
 from toolweave.plan._scan import Resolver
+from toolweave.plan._tracing import PlanTrace
 from toolweave.plan._validate import Prepared
 from toolweave.tools._context import ToolCallContext
 
@@ -100,6 +102,8 @@ class _Run:
         self.idle: list[anyio.Event] = []
         self.fatal: BaseException | None = None
         self.task_group: TaskGroup | None = None
+        self.trace = None if _tracing.ACTIVE is None else PlanTrace(_tracing.ACTIVE, prepared)
+        """The run's spans, while tracing is on."""
 
     # --- the record's view of the run (`StepGraph`) ------------------------------------------------------------
 
@@ -121,6 +125,8 @@ class _Run:
             record.ended_at = now
         record.status = status
         record.error = error
+        if self.trace is not None:
+            self.trace.transition(record, status, error)
         if self.on_event is not None:
             try:
                 self.on_event(PlanEvent('step_started' if status == 'running' else 'step_finished', record, self.t0))
@@ -227,7 +233,10 @@ class _Run:
             index = heapq.heappop(self.ready)[1]
             if self.ready:
                 self.staff()
-            await self.run_step(index)
+            if self.trace is None:
+                await self.run_step(index)
+            else:
+                await self.trace.step(self.records[index], self.run_step)
             streak += 1
             if streak == _YIELD_EVERY:
                 streak = 0
@@ -336,6 +345,8 @@ async def execute(
             else:
                 reason = 'Cancelled: the plan run was cancelled'
             run.cancel_unfinished(reason)
+            if run.trace is not None:
+                run.trace.close(run.records, stopped=run.fatal, reason=reason)
     if run.fatal is not None:
         raise run.fatal
     levels: list[list[str]] = [[] for _ in range(max(prepared.waves, default=-1) + 1)]

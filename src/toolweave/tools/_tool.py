@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import anyio
 
+from toolweave import _tracing
+from toolweave._tracing import tool_span
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UserError
 from toolweave.tools._arguments import ToolArguments, load_arguments
 from toolweave.tools._context import ToolCallContext
@@ -79,6 +81,8 @@ class Tool(ABC):
     async def call(self, arguments: ToolArguments = None, context: Mapping[str, Any] | None = None) -> ToolResult:
         """Call the tool. Never raises for a tool failure: read `ToolResult.error`."""
         ctx = context if isinstance(context, ToolCallContext) else ToolCallContext.of(context)
+        if _tracing.ACTIVE is not None and not _tracing.span_opened_for_call():
+            return await _traced_call(_tracing.ACTIVE, self, arguments, ctx)
         definition = self.definition
         start = perf_counter()
         try:
@@ -92,6 +96,7 @@ class Tool(ABC):
             raise
         except Exception as exc:
             result = ToolResult.from_exception(exc)
+            _tracing.exception_raised(exc)
         if not isinstance(result, ToolResult):
             raise ToolConfigurationError(
                 f'{type(self).__name__}.execute returned {type(result).__name__} {result!r} for tool '
@@ -148,3 +153,14 @@ class Tool(ABC):
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(name={self.definition.name!r})'
+
+
+async def _traced_call(tracing: _tracing.Tracing, tool: Tool, arguments: ToolArguments,
+                       ctx: ToolCallContext) -> ToolResult:
+    """`tool.call` inside its `execute_tool` span (tracing is on): the span is opened here, then `call` runs its
+    body inside it, so that while tracing is off `call` does exactly what it did before tracing existed."""
+    definition = tool.definition
+    with tool_span(tracing, definition.name, definition.description, arguments) as scope:
+        result = await tool.call(arguments, ctx)
+        scope.result(result.output, result.error)
+        return result
