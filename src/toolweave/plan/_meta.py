@@ -16,7 +16,8 @@ from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolCon
 from toolweave.plan._model import Dialect, EventHandler, MissingField
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
-from toolweave.plan._run import RunOptions, run_parsed
+from toolweave.plan._options import RunOptions
+from toolweave.plan._run import run_parsed
 from toolweave.plan._validate import as_toolset
 from toolweave.tools import (
     Tool,
