@@ -344,7 +344,7 @@ class PlanRun:
         if not errors and not parked:
             return body
         lines = [f'Plan completed with errors.\nResults: {body}' if not parked else
-                 f'Plan suspended: {len(parked)} step{"s" if len(parked) > 1 else ""} wait for a decision'
+                 f'Plan suspended: {len(parked)} step{"s wait" if len(parked) > 1 else " waits"} for a decision'
                  f'{f" (run {self.run_id})" if self.run_id else ""}; {self.waiting} more wait behind them.\n'
                  f'Results so far: {body}']
         if parked:
