@@ -203,11 +203,11 @@ def _forget_ends(store: PlanStore, url: str, run_id: str) -> None:
     the steps' starts and their ends would leave it (the crash tests do the real thing in a child process)."""
     dead = f'{os.uname().nodename}:999999999:gone'
     if url.startswith('sqlite'):
-        db = sqlite3.connect(url.removeprefix('sqlite:///'))
-        with db:
-            db.execute("DELETE FROM toolweave_transitions WHERE run_id = ? AND status = 'succeeded'", (run_id,))
-            db.execute("UPDATE toolweave_runs SET owner = ?, status = 'running' WHERE run_id = ?", (dead, run_id))
-        db.close()
+        lite = sqlite3.connect(url.removeprefix('sqlite:///'))
+        with lite:
+            lite.execute("DELETE FROM toolweave_transitions WHERE run_id = ? AND status = 'succeeded'", (run_id,))
+            lite.execute("UPDATE toolweave_runs SET owner = ?, status = 'running' WHERE run_id = ?", (dead, run_id))
+        lite.close()
     else:
         import psycopg
 
@@ -237,8 +237,8 @@ async def test_a_run_held_by_a_live_process_is_not_taken(store_url: str) -> None
 
 
 async def test_a_store_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
-    with pytest.raises(PlanStoreError, match=r"Cannot open plan store sqlite:///.*/missing/runs.db: unable to open "
-                                             r"database file\. Check that the folder .* exists"):
+    with pytest.raises(PlanStoreError, match=r'Cannot open plan store sqlite:///.*/missing/runs.db: unable to open '
+                                             r'database file\. Check that the folder .* exists'):
         await run_plan(chain(1), Ledger().tools(), store=f'sqlite:///{tmp_path}/missing/runs.db')
     not_db = tmp_path / 'text.db'
     not_db.write_text('this is not a database' * 100)
@@ -248,8 +248,8 @@ async def test_a_store_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
         open_store('mysql://localhost/x')
     with pytest.raises(PlanStoreError, match='the only SQLite option is'):
         open_store(f'sqlite:///{tmp_path}/x.db?mode=ro')
-    with pytest.raises(PlanStoreError, match=r"Cannot open plan store postgresql://tw:\*\*\*@127\.0\.0\.1:1/db\?connect_timeout=2: .*Check "
-                                             'that the server is running'):
+    with pytest.raises(PlanStoreError, match=r'Cannot open plan store postgresql://tw:\*\*\*@127\.0\.0\.1:1/db\?'
+                                             'connect_timeout=2: .*Check that the server is running'):
         open_store('postgresql://tw:secret@127.0.0.1:1/db?connect_timeout=2')
 
 

@@ -30,8 +30,13 @@ from __future__ import annotations
 
 from toolweave._public import present as _present
 from toolweave.approval._console import ConsoleReviewHandler, console_lock
-from toolweave.approval._gate import current_review_handlers, request_approval, review_options, use_review_handler
-from toolweave.approval._gate import preset_review
+from toolweave.approval._gate import (
+    current_review_handlers,
+    preset_review,
+    request_approval,
+    review_options,
+    use_review_handler,
+)
 from toolweave.approval._handlers import (
     ApprovalRule,
     AutoApproveHandler,

@@ -213,8 +213,13 @@ class PlanReviewDecision:
     from toolweave.approval import PlanReviewDecision
 
     decision = PlanReviewDecision.decide(approve=['a'], deny={'b': 'too risky'}, park=['c'])
-    print(decision.for_step('a').kind, decision.for_step('b').reason, decision.for_step('c'), decision.for_step('d').kind)
-    #> continue too risky None exit_early
+    for step in 'abcd':
+        outcome = decision.for_step(step)
+        print(step, 'parked' if outcome is None else (outcome.kind, outcome.reason))
+    #> a ('continue', None)
+    #> b ('exit_early', 'too risky')
+    #> c parked
+    #> d ('exit_early', 'not approved in the plan review')
     ```
     """
 

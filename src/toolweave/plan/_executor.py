@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -74,6 +74,9 @@ _AHEAD = 8
 arrives while steps are still waiting sends for the next, so a burst of steps that suspend gets workers a few at
 a time per turn of the event loop, while steps that never suspend, which one worker runs back to back, do not
 start workers that would find nothing left to do."""
+
+
+_EVENT_KINDS: dict[str, Literal['step_started', 'step_parked']] = {'running': 'step_started', 'parked': 'step_parked'}
 
 
 class StepFailed(Exception):
@@ -196,9 +199,8 @@ class _Run:
                 detail = {'started': True}
             self.journal.record(record, status, detail)
         if self.on_event is not None:
-            kind = 'step_started' if status == 'running' else 'step_parked' if status == 'parked' else 'step_finished'
             try:
-                self.on_event(PlanEvent(kind, record, self.t0))
+                self.on_event(PlanEvent(_EVENT_KINDS.get(status, 'step_finished'), record, self.t0))
             except Exception:
                 logger.exception('on_event handler raised for step %r; ignored', record.id)
 
@@ -354,7 +356,7 @@ class _Run:
             record.value = fill.value
             record.called = fill.status == 'succeeded'
         self.unfinished = len(records) - len(ended)
-        skipped: list[int] = []
+        skipped: list[tuple[int, int]] = []
         ready: list[tuple[int, int]] = []
         for index, deps in enumerate(self.deps):
             if index in ended:

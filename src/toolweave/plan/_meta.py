@@ -14,9 +14,9 @@ from typing import Any, Literal
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError
 from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
+from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
-from toolweave.plan._options import RunOptions
 from toolweave.plan._run import run_parsed
 from toolweave.plan._validate import as_toolset
 from toolweave.plan.durable._runs import StoreLike, open_store

@@ -90,13 +90,14 @@ def transition_of(record: StepRecord, status: StepStatus, at: float,
                               FROM_OUTPUT | (IS_TEXT if record.is_text else 0))
         return Transition(record.id, status, at, None, record.output, dumps(record.ref_value),
                           IS_TEXT if record.is_text else 0)
-    return Transition(record.id, status, at, record.error, None, None, 0,
-                      None if not detail else dumps(detail))
+    assert status != 'pending'
+    return Transition(record.id, status, at, record.error, None, None, 0, None if not detail else dumps(detail))
 
 
 def prefill(t: Transition) -> Prefill:
     """The record of a step that ended, rebuilt from its last transition."""
     if t.status != 'succeeded':
+        assert t.status == 'failed' or t.status == 'skipped'
         return Prefill(t.status, None, None, False, False, t.error)
     output = t.output or ''
     if t.flags & FROM_OUTPUT:

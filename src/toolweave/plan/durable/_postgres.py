@@ -71,7 +71,8 @@ class PostgresStore(SqlStore):
                 cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'")
                 row = cursor.fetchone()
                 if row is None:
-                    cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', %s)", (str(SCHEMA_VERSION),))
+                    cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', %s)",
+                                   (str(SCHEMA_VERSION),))
                 elif row[0] != str(SCHEMA_VERSION):
                     raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads '
                                          f'version {SCHEMA_VERSION}.')

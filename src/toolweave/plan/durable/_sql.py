@@ -72,7 +72,8 @@ class SqlStore(ABC):
             existing = self._header(cursor, info.run_id)
             if existing is not None:
                 return existing
-            cursor.execute(self._sql(f'INSERT INTO toolweave_runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+            cursor.execute(self._sql(f'INSERT INTO toolweave_runs ({_RUN_COLUMNS}) '
+                                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
                            (info.run_id, info.plan_hash, info.plan, info.options, info.status, info.created_at,
                             info.updated_at, info.owner, info.heartbeat_at, info.review))
             return None
@@ -84,7 +85,8 @@ class SqlStore(ABC):
             if info is None:
                 raise self._unknown(cursor, run_id)
             if info.owner is not None and info.owner != owner and not owner_is_stale(info.owner, info.heartbeat_at):
-                age = '' if info.heartbeat_at is None else f', last heard from {time.time() - info.heartbeat_at:.0f} s ago'
+                age = '' if info.heartbeat_at is None else (
+                    f', last heard from {time.time() - info.heartbeat_at:.0f} s ago')
                 raise RunInUseError(f'Plan run {run_id!r} in {self.url} is being run by {info.owner}{age}. Wait for it '
                                     'to end (or for its lease to lapse if that process is gone), then resume it.')
             now = time.time()
@@ -155,7 +157,8 @@ class SqlStore(ABC):
                                      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
                            (run_id, transition.step_id, None, 'decided', transition.at, transition.error, None, None,
                             None, None, 0, transition.detail))
-            cursor.execute(self._sql('UPDATE toolweave_runs SET updated_at = ? WHERE run_id = ?'), (time.time(), run_id))
+            cursor.execute(self._sql('UPDATE toolweave_runs SET updated_at = ? WHERE run_id = ?'),
+                           (time.time(), run_id))
         self._do('record a decision in run', run_id, run, lock_run=True)
 
     def load(self, run_id: str) -> StoredRun:
