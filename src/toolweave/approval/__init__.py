@@ -44,6 +44,7 @@ from toolweave.approval._handlers import (
     PlanReviewHandler,
     ReviewHandler,
     RuleBasedReviewHandler,
+    ask_plan,
     check_review_handler,
 )
 from toolweave.approval._log import ApprovalLog, ApprovalRecord, current_approval_log, record_approvals
@@ -67,6 +68,7 @@ __all__ = (
     'ApprovalRecord',
     'ApprovalRequiredTool',
     'ApprovalRule',
+    'ask_plan',
     'AutoApproveHandler',
     'CallbackReviewHandler',
     'check_review_handler',

@@ -7,7 +7,9 @@ approved step asks again when it runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from toolweave.approval import (
     PlannedStep,
@@ -19,11 +21,13 @@ from toolweave.approval import (
 )
 from toolweave.exceptions import PlanValidationError
 from toolweave.plan._executor import Ahead
-from toolweave.plan._parse import Parsed, Problems
-from toolweave.plan._validate import Prepared, prepare
-from toolweave.tools import ToolCallContext, Toolset
+from toolweave.plan._model import Plan
+from toolweave.plan._options import DEFAULT_MAX_STEPS
+from toolweave.plan._parse import Parsed, Problems, parse_lenient
+from toolweave.plan._validate import Prepared, as_toolset, prepare
+from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
 
-__all__ = ('apply_review', 'plan_review_request', 'review_ahead')
+__all__ = ('apply_review', 'plan_review_request', 'review_ahead', 'review_request')
 
 
 async def review_ahead(prepared: Prepared, tools: Toolset, context: ToolCallContext, *, max_steps: int,
@@ -40,6 +44,34 @@ async def review_ahead(prepared: Prepared, tools: Toolset, context: ToolCallCont
     park = {index: (f'Waiting for approval: {reason}', {'tool': prepared.tools[index].name, 'review': 'whole_plan'})
             for index, reason in parked.items()}
     return prepared, Ahead(park=park, decisions=decisions)
+
+
+def review_request(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset | Iterable[ToolsetItem], *,
+                   context: Mapping[str, Any] | None = None) -> PlanReviewRequest:
+    """What a whole-plan reviewer would be shown for `plan` (every step, arguments as written, dependencies, the
+    gated ones marked), for code that asks its own person before running a plan (a framework's approval flow).
+
+    ```python
+    from toolweave import tool
+    from toolweave.plan import review_request
+
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        return 'deleted'
+
+    request = review_request({'steps': [{'id': 'rm', 'tool': 'delete', 'arguments': {'path': '/tmp/x'}}]}, [delete])
+    print([step.id for step in request.gated])
+    #> ['rm']
+    ```
+
+    Raises:
+        PlanValidationError: the plan cannot run (nothing to review).
+    """
+    parsed = Parsed(plan, Problems()) if isinstance(plan, Plan) else parse_lenient(plan)
+    prepared, problems = prepare(parsed, as_toolset(tools), max_steps=DEFAULT_MAX_STEPS)
+    if prepared is None:
+        raise PlanValidationError(problems.messages())
+    return plan_review_request(prepared, ToolCallContext.of(context))
 
 
 def plan_review_request(prepared: Prepared, context: ToolCallContext) -> PlanReviewRequest:
