@@ -222,7 +222,7 @@ def run_command(
     store: Annotated[str | None, typer.Option('--store', metavar='URL', help='Run durably in this plan store '
                                               '(sqlite:///runs.db, a file path, or postgresql://...): `toolweave runs '
                                               'resume` goes on after a crash or a parked step.')] = None,
-    run_id: Annotated[str | None, typer.Option('--run-id', metavar='ID', help='The durable run\'s id (default: a new '
+    run_id: Annotated[str | None, typer.Option('--run-id', metavar='ID', help="The durable run's id (default: a new "
                                                'one, printed).')] = None,
     json_output: JsonOption = False,
 ) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -61,14 +60,13 @@ def list_command(store: StoreOption = DEFAULT_STORE, limit: Annotated[int, typer
         raise _fail(exc, 1) from None
     finally:
         plans.close()
-    rows = [{'run_id': r.run_id, 'status': r.status, 'steps': len(json.loads(r.plan)['steps']),
-             'updated_at': r.updated_at, 'owner': r.owner} for r in runs]
     if json_output:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps([{'run_id': r.run_id, 'status': r.status, 'steps': len(json.loads(r.plan)['steps']),
+                                'updated_at': r.updated_at, 'owner': r.owner} for r in runs], indent=2))
         return
     table = Table('run', 'status', 'steps', 'updated', 'held by')
-    for row in rows:
-        table.add_row(row['run_id'], row['status'], str(row['steps']), _when(row['updated_at']), row['owner'] or '')
+    for r in runs:
+        table.add_row(r.run_id, r.status, str(len(json.loads(r.plan)['steps'])), _when(r.updated_at), r.owner or '')
     Console(highlight=False).print(table)
 
 
@@ -103,8 +101,9 @@ def show_command(run_id: RunArgument, store: StoreOption = DEFAULT_STORE, json_o
                                'options': json.loads(info.options), 'steps': steps}, indent=2, default=str))
         return
     console = Console(highlight=False)
-    console.print(Text(f'Run {info.run_id}: {info.status}', style='bold'), Text(
-        f'(plan {info.plan_hash[:12]}, updated {_when(info.updated_at)}{", held by " + info.owner if info.owner else ""})'))
+    held = f', held by {info.owner}' if info.owner else ''
+    console.print(Text(f'Run {info.run_id}: {info.status}', style='bold'),
+                  Text(f'(plan {info.plan_hash[:12]}, updated {_when(info.updated_at)}{held})'))
     table = Table('step', 'tool', 'status', 'when', 'output / why')
     for row in steps:
         said = row['error'] or row['output'] or ''

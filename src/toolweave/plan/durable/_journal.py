@@ -4,7 +4,10 @@ The executor notes each transition (`record`, `ready`): a cheap append to a buff
 one transaction. The executor flushes before it calls a step's tool and before a worker pauses, so a step's
 `running` row is in the store before its tool can do anything, and a finished step's row is in the store before
 any step started after it, or before the run waits. Steps that start together share one commit: while one flush
-waits on the store (a network database), the transitions noted meanwhile queue for the next one.
+waits on the store in a worker thread, the steps that start meanwhile note their rows and queue behind it, and the
+next write takes them all (a network database: the round trip dominates). A local SQLite file is written straight
+from the event loop instead, one commit per step start: a step that waited for a thread would be suspended, and
+suspending every step costs more than the commit.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class Journal:
             raise self.failure
         if self.written == self.noted:
             return
-        if self.store.inline:
+        if self.store.inline:  # a local file: written here, without the trip to a worker thread
             batch, self.buffer = self.buffer, []
             self._write(batch)
             return

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolweave.exceptions import PlanStoreError
-from toolweave.plan.durable._sql import SCHEMA_VERSION, SqlStore
+from toolweave.plan.durable._sql import SCHEMA_VERSION, TRANSITION_COLUMNS, SqlStore
 
 __all__ = ('PostgresStore', 'redact')
 
@@ -27,7 +27,7 @@ _SCHEMA = (
     'run_id TEXT NOT NULL, step_id TEXT NOT NULL, item INTEGER, status TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, '
     'error TEXT, output TEXT, output_blob TEXT, value TEXT, value_blob TEXT, flags INTEGER NOT NULL DEFAULT 0, '
     'detail TEXT)',
-    'CREATE INDEX IF NOT EXISTS toolweave_transitions_by_step ON toolweave_transitions (run_id, step_id, id)',
+    'CREATE INDEX IF NOT EXISTS toolweave_transitions_by_run ON toolweave_transitions (run_id)',
     'CREATE TABLE IF NOT EXISTS toolweave_blobs (digest TEXT PRIMARY KEY, data TEXT NOT NULL)',
 )
 _SETUP_LOCK = 0x746F6F6C  # an advisory lock: processes starting together create the tables once
@@ -98,6 +98,12 @@ class PostgresStore(SqlStore):
 
     def _sql(self, query: str) -> str:
         return query.replace('?', '%s')
+
+    def _insert(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        # COPY: the rows of a batch (the steps that started together) go in one stream, not one statement each.
+        with cursor.copy(f'COPY toolweave_transitions (run_id, {TRANSITION_COLUMNS}) FROM STDIN') as copy:
+            for row in rows:
+                copy.write_row(row)
 
     def _reason(self, exc: Exception) -> str | None:
         return _first_line(exc) if isinstance(exc, self._psycopg.Error) else None

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from toolweave.exceptions import DecisionError, PlanStoreError, RunInUseError, UnknownRunError
 from toolweave.plan.durable._store import RunInfo, RunStatus, StoredRun, Transition, owner_is_stale
 
-__all__ = ('BLOB_THRESHOLD', 'SCHEMA_VERSION', 'SqlStore')
+__all__ = ('BLOB_THRESHOLD', 'SCHEMA_VERSION', 'TRANSITION_COLUMNS', 'SqlStore')
 
 T = TypeVar('T')
 
@@ -32,7 +32,7 @@ _HEARTBEAT_EVERY = 1.0
 """Seconds between two heartbeat renewals carried by appends (an append is frequent; the renewal need not be)."""
 
 _RUN_COLUMNS = 'run_id, plan_hash, plan, options, status, created_at, updated_at, owner, heartbeat_at, review'
-_TRANSITION_COLUMNS = 'step_id, item, status, at, error, output, output_blob, value, value_blob, flags, detail'
+TRANSITION_COLUMNS = _TRANSITION_COLUMNS = 'step_id, item, status, at, error, output, output_blob, value, value_blob, flags, detail'
 
 
 class SqlStore(ABC):
@@ -112,8 +112,7 @@ class SqlStore(ABC):
             if blobs:
                 cursor.executemany(self._sql('INSERT INTO toolweave_blobs (digest, data) VALUES (?, ?) '
                                              'ON CONFLICT (digest) DO NOTHING'), list(blobs.items()))
-            cursor.executemany(self._sql(f'INSERT INTO toolweave_transitions (run_id, {_TRANSITION_COLUMNS}) '
-                                         'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'), rows)
+            self._insert(cursor, rows)
             if renew:
                 cursor.execute(self._sql('UPDATE toolweave_runs SET heartbeat_at = ?, updated_at = ? '
                                          'WHERE run_id = ? AND owner = ?'), (now, now, run_id, owner))
@@ -195,6 +194,11 @@ class SqlStore(ABC):
         self._last_heartbeat[run_id] = now
 
     # --- helpers ------------------------------------------------------------------------------------------------
+
+    def _insert(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Insert transition rows (`run_id` first, then `_TRANSITION_COLUMNS`)."""
+        cursor.executemany(self._sql(f'INSERT INTO toolweave_transitions (run_id, {_TRANSITION_COLUMNS}) '
+                                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'), rows)
 
     def _do(self, what: str, run_id: str | None, work: Callable[[Any], T], *, lock_run: bool = False) -> T:
         """Run `work(cursor)` in one transaction; a database error becomes a `PlanStoreError` saying what failed."""

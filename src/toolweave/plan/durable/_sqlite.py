@@ -29,7 +29,7 @@ _SCHEMA = (
     'CREATE TABLE IF NOT EXISTS toolweave_transitions (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, '
     'step_id TEXT NOT NULL, item INTEGER, status TEXT NOT NULL, at REAL NOT NULL, error TEXT, output TEXT, '
     'output_blob TEXT, value TEXT, value_blob TEXT, flags INTEGER NOT NULL DEFAULT 0, detail TEXT)',
-    'CREATE INDEX IF NOT EXISTS toolweave_transitions_by_step ON toolweave_transitions (run_id, step_id, id)',
+    'CREATE INDEX IF NOT EXISTS toolweave_transitions_by_run ON toolweave_transitions (run_id)',
     'CREATE TABLE IF NOT EXISTS toolweave_blobs (digest TEXT PRIMARY KEY, data TEXT NOT NULL)',
 )
 
@@ -69,6 +69,9 @@ class SqliteStore(SqlStore):
         try:
             mode = self._db.execute('PRAGMA journal_mode=WAL').fetchone()[0]
             self._db.execute(f'PRAGMA synchronous={synchronous.upper()}')
+            # Checkpoints (the WAL copied into the database, with an fsync) every ~40 MB of log rather than ~4 MB:
+            # a run commits once per step start, and the checkpoints' fsyncs were a third of that cost.
+            self._db.execute('PRAGMA wal_autocheckpoint=10000')
             self._setup()
         except sqlite3.Error as exc:
             self._db.close()
