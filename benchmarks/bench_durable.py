@@ -113,7 +113,7 @@ def _cost(stores: dict[str, Callable[[], PlanStore]], steps: int, rounds: int, s
                      'journal_us_per_step': round((wall - base) / steps * 1e6, 2),
                      'ratio_to_none': round(wall / base, 2),
                      'store_writes_us_per_step': round(statistics.median(inside[name]) / steps * 1e6, 2),
-                     'commits_per_step': round(statistics.median(commits[name]) / steps, 3)}
+                     'commits_per_step': round(statistics.median(commits[name]) / steps, 4)}
     return out
 
 
