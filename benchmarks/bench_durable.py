@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
@@ -43,7 +44,7 @@ from benchmarks._crash import plan_seconds, run_trial
 from benchmarks._postgres import temporary_postgres, unavailable
 from toolweave import tool
 from toolweave.plan import run_plan
-from toolweave.plan.durable import PlanStore, open_store
+from toolweave.plan.durable import PlanStore, Transition, open_store
 
 __all__ = ('main',)
 
@@ -76,10 +77,10 @@ class _Timed:
         self.calls = 0
         original = store.append
 
-        def append(*args: Any) -> None:
+        def append(run_id: str, owner: str, transitions: list[Transition]) -> None:
             started = time.perf_counter()
             try:
-                original(*args)
+                original(run_id, owner, transitions)
             finally:
                 self.seconds += time.perf_counter() - started
                 self.calls += 1
@@ -96,8 +97,8 @@ def _cost(stores: dict[str, Callable[[], PlanStore]], steps: int, rounds: int, s
             store = stores[name]() if name != 'none' else None
             timed = _Timed(store) if store is not None else None
             started = time.perf_counter()
-            run = anyio.run(lambda: run_plan(plan, [noop], store=store, run_id=f'cost-{round_index}'
-                                             if store is not None else None, max_steps=steps))
+            run = anyio.run(partial(run_plan, plan, [noop], store=store, max_steps=steps,
+                                    run_id=f'cost-{round_index}' if store is not None else None))
             walls[name].append(time.perf_counter() - started)
             assert run.ok
             if store is not None and timed is not None:

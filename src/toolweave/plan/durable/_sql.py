@@ -32,7 +32,8 @@ _HEARTBEAT_EVERY = 1.0
 """Seconds between two heartbeat renewals carried by appends (an append is frequent; the renewal need not be)."""
 
 _RUN_COLUMNS = 'run_id, plan_hash, plan, options, status, created_at, updated_at, owner, heartbeat_at, review'
-TRANSITION_COLUMNS = _TRANSITION_COLUMNS = 'step_id, item, status, at, error, output, output_blob, value, value_blob, flags, detail'
+TRANSITION_COLUMNS = _TRANSITION_COLUMNS = ('step_id, item, status, at, error, output, output_blob, value, value_blob, '
+                                             'flags, detail')
 
 
 class SqlStore(ABC):
