@@ -31,10 +31,10 @@ import statistics
 import sys
 import tempfile
 import time
-from functools import partial
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
