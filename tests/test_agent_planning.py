@@ -182,7 +182,7 @@ async def test_an_agent_with_a_plan_store_runs_its_plans_durably(anyio_backend: 
     result = await agent.run('mail Ada')
     (run,) = result.plan_runs
     assert run.run_id is not None and run.suspended and sent == []
-    told = model.requests[1].messages[-1].content
+    told = model.requests[1].messages[-1].content or ''
     assert f'(run {run.run_id})' in told and 'mail: Waiting for approval: Ada decides' in told
     await decide(run.run_id, 'mail', ReviewDecision.approve(), store=store)
     done = await resume_plan(run.run_id, [lookup, send], store=store)
