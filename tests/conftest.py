@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from benchmarks._postgres import PostgresServer, temporary_postgres, unavailable
 
 import toolweave.models
 from toolweave import GLOBAL_METRICS, instrument
@@ -30,3 +31,27 @@ def _tracing_off() -> Iterator[None]:
 def _block_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reaches a real provider: adapters on their own network client refuse to send."""
     monkeypatch.setattr(toolweave.models, 'ALLOW_MODEL_REQUESTS', False)
+
+
+@pytest.fixture(scope='session')
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session (a temporary folder, a Unix socket in it), or a skip saying why
+    there is none: see `benchmarks/_postgres.py` and the README's "Durable plans" for how to get one."""
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(f'no PostgreSQL for this test: {reason}')
+    with temporary_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database on the session's server for one test."""
+    import uuid
+
+    import psycopg
+
+    name = f'tw_{uuid.uuid4().hex[:12]}'
+    with psycopg.connect(postgres_server.url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE {name}')
+    yield postgres_server.url.replace('/postgres?', f'/{name}?', 1)

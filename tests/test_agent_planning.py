@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -154,3 +155,35 @@ async def test_plan_steps_count_toward_the_tool_call_budget() -> None:
     with pytest.raises(UsageLimitExceeded, match='max_tool_calls=3'):
         await agent.run('go')
     assert probe.call_count == 3
+
+
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_an_agent_with_a_plan_store_runs_its_plans_durably(anyio_backend: str, tmp_path: Path) -> None:
+    from toolweave import ApprovalPending, CallbackReviewHandler, ReviewDecision, tool
+    from toolweave.plan.durable import decide, resume_plan
+
+    sent: list[str] = []
+
+    @tool(requires_approval=True)
+    def send(to: str) -> str:
+        """Send mail."""
+        sent.append(to)
+        return f'sent to {to}'
+
+    def later(request: object) -> bool:
+        raise ApprovalPending('Ada decides')
+
+    lookup = FakeTool('lookup', lambda a: {'email': 'ada@example.com'})
+    model = ScriptedModel([plan_call([('who', 'lookup', {}), ('mail', 'send', {'to': '$ref:who.email'})], None),
+                           'Waiting for Ada.'])
+    store = tmp_path / 'runs.db'
+    agent = Agent(model, tools=[lookup, send], tool_planning=True, plan_store=store,
+                  review_handler=CallbackReviewHandler(later))
+    result = await agent.run('mail Ada')
+    (run,) = result.plan_runs
+    assert run.run_id is not None and run.suspended and sent == []
+    told = model.requests[1].messages[-1].content or ''
+    assert f'(run {run.run_id})' in told and 'mail: Waiting for approval: Ada decides' in told
+    await decide(run.run_id, 'mail', ReviewDecision.approve(), store=store)
+    done = await resume_plan(run.run_id, [lookup, send], store=store)
+    assert done.ok and sent == ['ada@example.com'] and len(lookup.calls) == 1

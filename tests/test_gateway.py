@@ -430,32 +430,36 @@ async def test_a_declined_approval_rejects_the_call(main: McpGateway, mode: str,
 
 
 @pytest.mark.parametrize('mode', ERAS)
-async def test_gated_steps_inside_a_plan_ask_too(main: McpGateway, mode: str) -> None:
-    asked: list[str] = []
+async def test_a_plan_with_gated_steps_is_approved_whole_by_one_elicitation(main: McpGateway, mode: str) -> None:
+    asked: list[Any] = []
 
     async def elicit(context: Any, params: Any) -> Any:
-        asked.append(params.message)
-        return types.ElicitResult(action='accept', content={'approve': '/keep' not in params.message})
+        asked.append(params)
+        return types.ElicitResult(action='accept', content={'w1': True, 'w2': False})
 
     plan = {'steps': [{'id': 'w1', 'tool': 'alpha_wipe', 'arguments': '{"path": "/tmp/a"}'},
                       {'id': 'w2', 'tool': 'gamma_wipe', 'arguments': '{"path": "/keep"}'},
                       {'id': 'e', 'tool': 'alpha_echo', 'arguments': '{"text": "$ref:w1"}'}], 'output_steps': None}
     async with Client(main.server(), mode=mode, elicitation_callback=elicit) as client:
         result = await client.call_tool('execute_tool_plan', plan)
-    assert sorted(asked) == ['Allow this tool call?\n\nalpha_wipe: {"path":"/tmp/a"}',
-                             'Allow this tool call?\n\ngamma_wipe: {"path":"/keep"}']
+    (question,) = asked
+    assert question.message == ('Allow this plan?\n\nPlan of 3 steps; 2 need approval (*):\n'
+                                '* w1 (alpha_wipe) {"path":"/tmp/a"}\n* w2 (gamma_wipe) {"path":"/keep"}\n'
+                                '  e (alpha_echo) {"text":"$ref:w1"} after w1')
+    assert question.requested_schema['required'] == ['w1', 'w2']
+    assert question.requested_schema['properties']['w1']['default'] is True
     assert not result.is_error and result.structured_content == {
         'results': {'w1': 'wiped /tmp/a', 'e': 'wiped /tmp/a'},
         'errors': {'w2': 'Rejected by reviewer: {"path":"/keep"} (declined in the MCP client)'}}
 
 
-async def test_parallel_questions_travel_in_one_round_on_2026_connections(main: McpGateway) -> None:
+async def test_a_plan_travels_as_one_question_on_2026_connections(main: McpGateway) -> None:
     plan = {'steps': [{'id': f'w{i}', 'tool': 'alpha_wipe', 'arguments': f'{{"path": "/tmp/{i}"}}'}
                       for i in range(3)], 'output_steps': None}
     async with Client(main.server(), elicitation_callback=answering(True, [])) as client:  # it can be asked
         first = await client.session.call_tool('execute_tool_plan', plan, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.input_requests is not None
-        assert len(first.input_requests) == 3 and first.request_state is not None
+        assert len(first.input_requests) == 1 and first.request_state is not None  # the plan, asked whole
         with pytest.raises(MCPError, match=r"No call of 'execute_tool_plan' is waiting for answers under this "
                                            r'request state'):
             await client.session.call_tool('execute_tool_plan', plan, request_state='forged',
@@ -463,7 +467,8 @@ async def test_parallel_questions_travel_in_one_round_on_2026_connections(main: 
         with pytest.raises(MCPError, match=r"No call of 'alpha_echo' is waiting"):  # the state is bound to its tool
             await client.session.call_tool('alpha_echo', {'text': 'x'}, request_state=first.request_state,
                                            input_responses={})
-        answers: dict[str, Any] = {key: types.ElicitResult(action='accept', content={'approve': key.endswith('2')})
+        answers: dict[str, Any] = {key: types.ElicitResult(action='accept', content={'w0': False, 'w1': False,
+                                                                                     'w2': True})
                                    for key in first.input_requests}
         final = await client.session.call_tool('execute_tool_plan', plan, request_state=first.request_state,
                                                input_responses=answers, allow_input_required=True)

@@ -15,10 +15,12 @@ from toolweave._version import __version__ as __version__
 
 # --- errors ---------------------------------------------------------------------------------------------------
 from toolweave.exceptions import (
+    ApprovalPending,
     ControlFlowSignal,
     DuplicateToolError,
     ExitEarly,
     ModelError,
+    PlanStoreError,
     PlanValidationError,
     RunError,
     ToolConfigurationError,
@@ -75,6 +77,8 @@ from toolweave.approval import (
     AutoApproveHandler,
     CallbackReviewHandler,
     ConsoleReviewHandler,
+    PlanReviewDecision,
+    PlanReviewRequest,
     ReviewDecision,
     ReviewHandler,
     ReviewRequest,
@@ -102,6 +106,7 @@ from toolweave.plan import (
     run_plan_sync,
     validate_plan,
 )
+from toolweave.plan.durable import resume_plan, resume_plan_sync
 
 # --- progressive disclosure -----------------------------------------------------------------------------------------
 from toolweave.progressive import UnfoldingSelection, UnfoldingTool, tools_from_instance, unfolding_tools
@@ -201,6 +206,7 @@ __all__ = (
     'AllOf',
     'AnyOf',
     'ApprovalLog',
+    'ApprovalPending',
     'ApprovalRecord',
     'ApprovalRequiredTool',
     'ApprovalRule',
@@ -257,10 +263,13 @@ __all__ = (
     'Plan',
     'PlanEvent',
     'planning_instructions',
+    'PlanReviewDecision',
+    'PlanReviewRequest',
     'PlanRun',
     'PlanStep',
     'PlanStepFinished',
     'PlanStepStarted',
+    'PlanStoreError',
     'PlanTool',
     'PlanValidationError',
     'PlaybookContext',
@@ -273,6 +282,8 @@ __all__ = (
     'record_approvals',
     'request_approval',
     'requires_approval',
+    'resume_plan',
+    'resume_plan_sync',
     'RetryPolicy',
     'ReviewDecision',
     'ReviewHandler',

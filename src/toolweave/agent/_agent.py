@@ -36,6 +36,7 @@ from toolweave.models import (
     infer_model,
 )
 from toolweave.plan import PlanRun, planning_instructions
+from toolweave.plan.durable import StoreLike, open_store
 from toolweave.tools import LOOP_ID_KEY, Tool, ToolCallContext, ToolDefinition, Toolset, ToolsetItem
 
 if TYPE_CHECKING:
@@ -106,7 +107,12 @@ class Agent:
         settings: Model settings sent with every request.
         name: The agent's name (the default tool name of `as_tool`; shown in errors).
         description: What the agent does (the default description of `as_tool`).
-        plan_options: Options for the plan executor (`concurrency`, `step_timeout`, `timeout`, ...).
+        plan_options: Options for the plan executor (`concurrency`, `step_timeout`, `timeout`, `review_mode`, ...).
+        plan_store: Makes the agent's plans durable: each plan runs in this store (a `PlanStore`, a SQLite path or
+            `sqlite:///...` URL, or a `postgresql://...` URL, opened once here) under a new run id, every step's
+            transitions recorded. A plan whose steps park (a reviewer raised `ApprovalPending`) tells the model
+            its run id; after a crash or a decision, `resume_plan(run_id, ...)` or `toolweave runs resume` goes on
+            with it without running a finished step again. See `toolweave.plan.durable`.
         tool_timeout: Seconds a tool call may take (plan steps too, unless `plan_options` sets `step_timeout`); a
             call that takes longer is cancelled and fails with a message the model reads. `None`: no limit.
         max_output_chars: The longest tool result text sent to the model; longer text is cut with a note saying
@@ -136,6 +142,7 @@ class Agent:
         name: str = 'agent',
         description: str | None = None,
         plan_options: Mapping[str, Any] | None = None,
+        plan_store: StoreLike | None = None,
         tool_timeout: float | None = None,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         injection_strategies: Sequence[ToolInjectionStrategy] = (),
@@ -171,6 +178,8 @@ class Agent:
         self.plan_options = dict(plan_options or {})
         if tool_timeout is not None:
             self.plan_options.setdefault('step_timeout', tool_timeout)
+        if plan_store is not None:
+            self.plan_options['store'] = open_store(plan_store)
         self.limits = CallLimits(tool_timeout, max_output_chars)
         self.events = EventHub()
         """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""

@@ -17,6 +17,11 @@
   serialised by one process-wide lock), `CallbackReviewHandler` (a function), `RuleBasedReviewHandler` (tool name
   globs and argument predicates), or any object with `async review(request)`.
 - A tool body may ask on its own with `request_approval(description)`.
+- Plans may instead be reviewed whole (`review_mode='whole_plan'`): after validation and before any step runs,
+  each reviewer gets a `PlanReviewRequest` (every step, arguments as written, dependencies, the gated steps
+  marked) and answers once with a `PlanReviewDecision` (approve all, approve some, edit, park, reject the plan).
+  Handlers with `review_plan` answer it whole; others are asked about each gated step in turn.
+- A reviewer that cannot answer now raises `ApprovalPending`: the plan step parks and the rest runs on.
 - Every decision is logged (logger `toolweave.approval`, INFO) and appended to the `ApprovalLog`s installed with
   `record_approvals()`, which plans and agents attach to their run records.
 """
@@ -25,13 +30,21 @@ from __future__ import annotations
 
 from toolweave._public import present as _present
 from toolweave.approval._console import ConsoleReviewHandler, console_lock
-from toolweave.approval._gate import current_review_handlers, request_approval, review_options, use_review_handler
+from toolweave.approval._gate import (
+    current_review_handlers,
+    preset_review,
+    request_approval,
+    review_options,
+    use_review_handler,
+)
 from toolweave.approval._handlers import (
     ApprovalRule,
     AutoApproveHandler,
     CallbackReviewHandler,
+    PlanReviewHandler,
     ReviewHandler,
     RuleBasedReviewHandler,
+    ask_plan,
     check_review_handler,
 )
 from toolweave.approval._log import ApprovalLog, ApprovalRecord, current_approval_log, record_approvals
@@ -39,11 +52,15 @@ from toolweave.approval._model import (
     DEFAULT_ON_TIMEOUT,
     DEFAULT_TIMEOUT,
     OnTimeout,
+    PlannedStep,
+    PlanReviewDecision,
+    PlanReviewRequest,
     ReviewDecision,
     ReviewRequest,
     ReviewTiming,
     describe_arguments,
 )
+from toolweave.approval._plan_review import review_plan
 from toolweave.approval._wrapper import ApprovalRequiredTool, requires_approval
 
 __all__ = (
@@ -51,6 +68,7 @@ __all__ = (
     'ApprovalRecord',
     'ApprovalRequiredTool',
     'ApprovalRule',
+    'ask_plan',
     'AutoApproveHandler',
     'CallbackReviewHandler',
     'check_review_handler',
@@ -62,10 +80,16 @@ __all__ = (
     'DEFAULT_TIMEOUT',
     'describe_arguments',
     'OnTimeout',
+    'PlannedStep',
+    'PlanReviewDecision',
+    'PlanReviewHandler',
+    'PlanReviewRequest',
+    'preset_review',
     'record_approvals',
     'request_approval',
     'requires_approval',
     'review_options',
+    'review_plan',
     'ReviewDecision',
     'ReviewHandler',
     'ReviewRequest',

@@ -28,7 +28,13 @@ import anyio.from_thread
 import anyio.to_thread
 
 from toolweave._checks import check_number
-from toolweave.approval._model import ReviewDecision, ReviewRequest, describe_arguments
+from toolweave.approval._model import (
+    PlanReviewDecision,
+    PlanReviewRequest,
+    ReviewDecision,
+    ReviewRequest,
+    describe_arguments,
+)
 from toolweave.exceptions import ExitEarly
 
 if TYPE_CHECKING:
@@ -82,6 +88,11 @@ class ConsoleReviewHandler:
     the run). An edit of a tool that takes one argument may be typed as the bare new
     value; otherwise type the revised arguments as one JSON object. A closed input rejects the call.
 
+    A whole plan (`review_mode='whole_plan'`) is shown as a table of every step (gated steps marked `*`, arguments
+    as written, dependencies), then: `a` (approve the gated steps not denied or edited so far), `d <step> [reason]`
+    (deny one step: it fails and its dependents are skipped), `e <step> <JSON arguments>` (edit one step's
+    arguments), `r [reason]` (reject the plan: nothing runs), `q` (quit the run). A closed input rejects the plan.
+
     Args:
         stdin: where answers are read from; `sys.stdin` (looked up at each review) by default.
         console: a `rich.console.Console` to draw the prompt on; one writing to stderr by default, so the
@@ -124,6 +135,74 @@ class ConsoleReviewHandler:
             self._console.print()
             self._console.print(f'No answer within {request.timeout:g} s: {verdict}.', style='yellow', markup=False)
             return decision
+
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        async with console_lock():
+            stdin = self._stdin if self._stdin is not None else sys.stdin
+            _discard_typeahead(stdin)
+            self._show_plan(request)
+            timeout = request.timeout
+            with anyio.move_on_after(timeout if timeout is not None else float('inf')):
+                return await self._ask_plan(request, stdin)
+            self._console.print()
+            self._console.print(f'No answer within {timeout:g} s: each gated step gets its on-timeout action.',
+                                style='yellow', markup=False)
+            return PlanReviewDecision({step.id: ReviewDecision.on_timeout(step.request()) for step in request.gated})
+
+    def _show_plan(self, request: PlanReviewRequest) -> None:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=Text(request.goal or 'Plan review', style='bold'), title_justify='left', expand=False)
+        for column in ('', 'step', 'tool', 'arguments (as written)', 'after'):
+            table.add_column(column, overflow='fold')
+        for step in request.steps:
+            shown = describe_arguments(step.arguments)
+            if len(shown) > self._max_chars:
+                shown = f'{shown[:self._max_chars]}... ({len(shown) - self._max_chars} more chars)'
+            table.add_row('*' if step.gated else '', step.id, step.tool, Text(shown), ', '.join(step.depends_on),
+                          style='bold' if step.gated else 'dim')
+        self._console.print(table)
+        gated = len(request.gated)
+        self._console.print(f'{gated} step{"s" if gated != 1 else ""} marked * need approval; the others run as '
+                            'they are.', markup=False)
+
+    async def _ask_plan(self, request: PlanReviewRequest, stdin: IO[str]) -> PlanReviewDecision:
+        gated = {step.id: step for step in request.gated}
+        decided: dict[str, ReviewDecision] = {}
+        while True:
+            self._prompt('[a]pprove the rest / [d]eny STEP / [e]dit STEP JSON / [r]eject plan / [q]uit run > ')
+            line = await _read_line(stdin)
+            if line is None:
+                self._console.print()
+                return PlanReviewDecision.reject('no reviewer input (stdin closed)')
+            word, _, rest = line.strip().partition(' ')
+            word, rest = word.lower(), rest.strip()
+            if word in _APPROVE:
+                return PlanReviewDecision(decided, otherwise=ReviewDecision.approve())
+            if word in _REJECT:
+                return PlanReviewDecision.reject(rest or 'rejected at the console')
+            if word in _QUIT:
+                raise ExitEarly('Run stopped by the reviewer at the plan review.')
+            step_id, _, argument = rest.partition(' ')
+            if word in ('d', 'deny', 'e', 'edit') and step_id not in gated:
+                listed = ', '.join(gated) or '(none)'
+                self._console.print(f'No gated step {step_id!r}: name one of {listed}.', style='yellow', markup=False)
+                continue
+            if word in ('d', 'deny'):
+                decided[step_id] = ReviewDecision.reject(argument.strip() or 'denied at the console')
+                self._console.print(f'{step_id}: denied.', markup=False)
+            elif word in _EDIT:
+                revised = revise(gated[step_id].arguments, argument.strip()) if argument.strip() else None
+                if revised is None:
+                    self._console.print(f'Type the new arguments of {step_id} as JSON, for example '
+                                        f'{describe_arguments(gated[step_id].arguments)}', style='yellow', markup=False)
+                    continue
+                decided[step_id] = ReviewDecision.edit(revised)
+                self._console.print(f'{step_id}: {describe_arguments(revised)}', markup=False)
+            else:
+                self._console.print(f'Unknown answer {line.strip()!r}: type a, d STEP, e STEP JSON, r or q.',
+                                    style='yellow', markup=False)
 
     def _show(self, request: ReviewRequest) -> None:
         from rich.panel import Panel

@@ -33,7 +33,7 @@ from toolweave.approval._model import (
     ReviewTiming,
     describe_arguments,
 )
-from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
+from toolweave.exceptions import ApprovalPending, ControlFlowSignal, ToolConfigurationError
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolResult
 from toolweave.tools._metrics import truncate
 from toolweave.tools._review import reviewer_var
@@ -42,6 +42,9 @@ __all__ = (
     'APPROVAL_OPTIONS_KEY',
     'current_review_handlers',
     'decide',
+    'decide_all',
+    'preset_review',
+    'record_decision',
     'request_approval',
     'review_options',
     'use_review_handler',
@@ -53,11 +56,21 @@ APPROVAL_OPTIONS_KEY = 'approval'
 """`ToolMetadata.extra` key holding a gated tool's own `timeout` and `on_timeout` (see `requires_approval`)."""
 
 
+@dataclass(eq=False, slots=True)
+class _Preset:
+    """A decision made ahead for the next review of one tool (a whole-plan review, a stored decision)."""
+
+    tool_name: str
+    decision: ReviewDecision
+    used: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class _Reviewers:
     """The reviewers installed around the current call, outermost first: the gate `Tool.call` asks."""
 
     handlers: tuple[ReviewHandler, ...]
+    preset: _Preset | None = None
 
     async def review_call(self, tool: Tool, arguments: ToolArguments,
                           context: ToolCallContext) -> ToolArguments | ToolResult:
@@ -66,7 +79,17 @@ class _Reviewers:
         shown = describe_arguments(arguments)
         request = ReviewRequest(name, f'{name}: {shown}', arguments, timeout=timeout, on_timeout=on_timeout,
                                 context=context)
-        decision = await _decide_all(self.handlers, request, describe_edits=True)
+        preset = self.preset
+        if preset is not None and not preset.used and preset.tool_name == name:
+            preset.used = True  # only the call it was made for: a gated tool called inside that one asks as usual
+            decision = preset.decision
+            _record_preset(request, decision)
+        elif not self.handlers:
+            raise ToolConfigurationError(
+                f'Tool {name!r} requires approval but no ReviewHandler is configured. Pass `review_handler=` to the '
+                'Agent, `run_plan` or pipeline, or wrap the call in `with use_review_handler(handler):`.')
+        else:
+            decision = await decide_all(self.handlers, request, describe_edits=True)
         if decision.kind == 'continue':
             return arguments
         if decision.kind == 'edit':
@@ -104,6 +127,16 @@ def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
         return
     check_review_handler(handler, 'use_review_handler()')
     with using(reviewer_var, _Reviewers((*current, handler))):
+        yield
+
+
+@contextmanager
+def preset_review(tool_name: str, decision: ReviewDecision) -> Iterator[None]:
+    """Answer the next review of `tool_name` inside the block with `decision`, without asking anyone (it is
+    logged and recorded like any decision); every other review goes to the reviewers installed around the block.
+    Plans use it to run a step decided ahead: by a whole-plan review, or by a decision stored while it was
+    parked."""
+    with using(reviewer_var, _Reviewers(current_review_handlers(), _Preset(tool_name, decision))):
         yield
 
 
@@ -154,10 +187,10 @@ async def request_approval(
         )
     request = ReviewRequest(tool_name, description, arguments, timing, timeout, on_timeout,
                             context or ToolCallContext.EMPTY)
-    return await _decide_all(handlers, request, describe_edits=False)
+    return await decide_all(handlers, request, describe_edits=False)
 
 
-async def _decide_all(handlers: tuple[ReviewHandler, ...], request: ReviewRequest, *,
+async def decide_all(handlers: tuple[ReviewHandler, ...], request: ReviewRequest, *,
                       describe_edits: bool) -> ReviewDecision:
     """Ask every reviewer, innermost first; stop at the first rejection. An edit becomes the arguments the next
     reviewer sees (with `describe_edits`, its description too) and the arguments the call runs with."""
@@ -179,6 +212,11 @@ async def decide(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecisi
     start = perf_counter()
     try:
         decision = await ask_handler(handler, request)
+    except ApprovalPending as exc:
+        if exc.request is None:
+            exc.request = request  # what a parked step keeps about its review
+        logger.info('Review of %r by %s is pending: %s', request.tool_name, type(handler).__name__, exc.reason)
+        raise
     except (ControlFlowSignal, ToolConfigurationError) as exc:
         logger.info('Review of %r by %s stopped the run: %s', request.tool_name, type(handler).__name__, exc)
         raise
@@ -189,8 +227,16 @@ async def decide(handler: ReviewHandler, request: ReviewRequest) -> ReviewDecisi
     return decision
 
 
+def _record_preset(request: ReviewRequest, decision: ReviewDecision) -> None:
+    record_decision('decided ahead', request, decision, 0.0)
+
+
 def _record(handler: ReviewHandler, request: ReviewRequest, decision: ReviewDecision, seconds: float) -> None:
-    record = ApprovalRecord(request, decision, type(handler).__name__, datetime.now(UTC), seconds)
+    record_decision(type(handler).__name__, request, decision, seconds)
+
+
+def record_decision(handler: str, request: ReviewRequest, decision: ReviewDecision, seconds: float) -> None:
+    record = ApprovalRecord(request, decision, handler, datetime.now(UTC), seconds)
     log = current_approval_log()
     if log is not None:
         log.add(record)
@@ -200,5 +246,5 @@ def _record(handler: ReviewHandler, request: ReviewRequest, decision: ReviewDeci
             detail = f' | revised: {truncate(describe_arguments(decision.revised))}'
         elif decision.reason:
             detail = f' | reason: {decision.reason}'
-        logger.info('Review of %r by %s: %s in %.2f s | request: %s%s', request.tool_name, type(handler).__name__,
-                    record.outcome, seconds, truncate(request.description), detail)
+        logger.info('Review of %r by %s: %s in %.2f s | request: %s%s', request.tool_name, handler, record.outcome,
+                    seconds, truncate(request.description), detail)

@@ -17,4 +17,5 @@ import toolweave.cli._chat_cmd  # noqa: E402
 import toolweave.cli._demo_cmd  # noqa: E402
 import toolweave.cli._gateway_cmd  # noqa: E402
 import toolweave.cli._plan_cmds  # noqa: E402
+import toolweave.cli._runs_cmd  # noqa: E402
 import toolweave.cli._tools_cmd  # noqa: E402, F401

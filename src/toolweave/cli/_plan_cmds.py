@@ -24,6 +24,8 @@ from rich.text import Text
 from toolweave.approval import (
     AutoApproveHandler,
     ConsoleReviewHandler,
+    PlanReviewDecision,
+    PlanReviewRequest,
     ReviewDecision,
     ReviewHandler,
     ReviewRequest,
@@ -31,7 +33,7 @@ from toolweave.approval import (
 from toolweave.cli._app import app
 from toolweave.cli._common import load_object
 from toolweave.cli._render import LiveSteps, format_event, render_report
-from toolweave.exceptions import PlanValidationError, ToolweaveError
+from toolweave.exceptions import PlanStoreError, PlanValidationError, ToolweaveError
 from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
@@ -180,6 +182,7 @@ class Review(enum.StrEnum):
     """How `toolweave run` answers approval requests."""
 
     ask = 'ask'
+    plan = 'plan'
     approve = 'approve'
     reject = 'reject'
 
@@ -187,6 +190,9 @@ class Review(enum.StrEnum):
 class _RejectAll:
     async def review(self, request: ReviewRequest) -> ReviewDecision:
         return ReviewDecision.reject('rejected by `toolweave run --review reject`')
+
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        return PlanReviewDecision.reject('rejected by `toolweave run --review reject`')
 
 
 def _review_handler(review: Review) -> ReviewHandler:
@@ -209,8 +215,15 @@ def run_command(
     timeout: Annotated[float | None, typer.Option('--timeout', min=0.001, metavar='SECONDS',
                                                   help='Cancel the steps still running after this.')] = None,
     review: Annotated[Review, typer.Option('--review', case_sensitive=False,
-                                           help='Steps whose tool requires approval: ask at the terminal, approve '
-                                                'them all, or reject them all.')] = Review.ask,
+                                           help='Steps whose tool requires approval: ask at the terminal as each is '
+                                                'ready (ask), show the whole plan at the terminal once before '
+                                                'anything runs (plan), approve them all, or reject them all.')
+                      ] = Review.ask,
+    store: Annotated[str | None, typer.Option('--store', metavar='URL', help='Run durably in this plan store '
+                                              '(sqlite:///runs.db, a file path, or postgresql://...): `toolweave runs '
+                                              'resume` goes on after a crash or a parked step.')] = None,
+    run_id: Annotated[str | None, typer.Option('--run-id', metavar='ID', help="The durable run's id (default: a new "
+                                               'one, printed).')] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run a plan: live step status, then a timeline, the summary the model would see, and totals."""
@@ -221,7 +234,7 @@ def run_command(
     _quiet_library_logs()
     gated = any(toolset.get(step.tool).definition.metadata.requires_approval for step in plan.steps)
     # Approval prompts and a redrawing live table would overwrite each other: prompts get the plain event log.
-    live = not json_output and console.is_terminal and not (gated and review is Review.ask)
+    live = not json_output and console.is_terminal and not (gated and review in (Review.ask, Review.plan))
     view = LiveSteps(plan, waves=_waves(plan, toolset) if live else ())
 
     def on_event(event: Any) -> None:
@@ -230,7 +243,8 @@ def run_command(
             console.print(Text(format_event(event)), soft_wrap=True)  # log lines: never wrapped or cut
 
     execute = partial(run_plan, plan, toolset, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
-                      on_event=on_event, review_handler=_review_handler(review) if gated else None)
+                      on_event=on_event, review_handler=_review_handler(review) if gated else None,
+                      review_mode='whole_plan' if review is Review.plan else 'per_step', store=store, run_id=run_id)
     try:
         if live:
             with Live(view, console=console, refresh_per_second=12, transient=True):
@@ -239,6 +253,9 @@ def run_command(
             run = anyio.run(execute)
     except PlanValidationError as exc:
         _fail_invalid(console, list(exc.problems) or [str(exc)], as_json=json_output)
+    except PlanStoreError as exc:
+        console.print(Text(f'Plan store: {exc}', style='bold red'))
+        raise typer.Exit(1) from None
     except ToolweaveError as exc:  # a configuration error or an exit-early signal stopped the plan
         if json_output:
             typer.echo(json.dumps({'stopped': True, 'error': f'{type(exc).__name__}: {exc}'}, indent=2))
@@ -249,6 +266,9 @@ def run_command(
         console.print(Text('Interrupted.', style='bold red'))
         raise typer.Exit(130) from None
     _report(console, run, as_json=json_output)
+    if run.run_id is not None and not json_output:
+        state = 'suspended: decide its parked steps with `toolweave runs approve`' if run.suspended else 'stored'
+        console.print(Text(f'Run {run.run_id} {state} (store {store}).', style='bold'))
     if not run.ok:
         raise typer.Exit(1)
 

@@ -36,6 +36,7 @@ __all__ = (
 STATUS_LABELS: Mapping[str, str] = {
     'pending': 'waiting',
     'running': 'running',
+    'parked': 'parked',
     'succeeded': 'done',
     'failed': 'failed',
     'skipped': 'skipped',
@@ -46,6 +47,7 @@ STATUS_LABELS: Mapping[str, str] = {
 STATUS_STYLES: Mapping[str, str] = {
     'pending': 'dim',
     'running': 'yellow',
+    'parked': 'cyan',
     'succeeded': 'green',
     'failed': 'red',
     'skipped': 'magenta',

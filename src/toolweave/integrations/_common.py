@@ -3,35 +3,42 @@ toolweave tool, and approval.
 
 Approval works the same way in every framework: the framework asks its own human (pydantic-ai deferred tools,
 OpenAI Agents `needs_approval`, LangGraph `interrupt`) once, before the call, and a yes stands for toolweave's
-gate of the tools it named. A plan asks once for all of its gated steps, before any step runs, so an approval
-never re-runs half a plan. A gate the framework could not see before the call (a gated step inside a pipeline)
-asks the adapter's `review_handler`.
+gate of the tools it named. A plan is put to the human whole, with toolweave's whole-plan review request
+(`plan_review`: every step, arguments as written, the gated ones marked), once, before any step runs, so an
+approval never re-runs half a plan; a yes answers that plan's whole-plan review. A gate the framework could not
+see before the call (a gated step inside a pipeline) asks the adapter's `review_handler`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from toolweave.approval import ReviewDecision, ReviewHandler, ReviewRequest, use_review_handler
+from toolweave.approval import (
+    PlanReviewDecision,
+    PlanReviewRequest,
+    ReviewDecision,
+    ReviewHandler,
+    ReviewRequest,
+    ask_plan,
+    use_review_handler,
+)
 from toolweave.exceptions import PlanValidationError, ToolConfigurationError, UserError
-from toolweave.plan import PlanTool, parse_plan, validate_plan
+from toolweave.plan import PlanTool, review_request
 from toolweave.tools import DelegatingTool, Tool, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 __all__ = (
     'Arguments',
     'BoundContext',
     'ContextSource',
-    'GatedStep',
     'as_toolset',
     'call_context',
     'call_tool',
-    'describe_steps',
-    'gated_steps',
     'missing_extra',
     'plan_definition',
+    'plan_review',
+    'whole_plan_tool',
+    'review_payload',
 )
 
 FrameworkContextT = TypeVar('FrameworkContextT')
@@ -94,50 +101,43 @@ class BoundContext(DelegatingTool):
         return await self.delegate.execute(arguments, self.context)
 
 
-@dataclass(frozen=True, slots=True)
-class GatedStep:
-    """A plan step whose tool requires approval, as a reviewer sees it before the plan runs."""
-
-    id: str
-    tool: str
-    arguments: Any
-    """The step's arguments as the model wrote them (references such as `"$ref:a.x"` not resolved yet)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {'id': self.id, 'tool': self.tool, 'arguments': self.arguments}
-
-
-def _plan_data(arguments: Arguments) -> str | Mapping[str, Any]:
-    """The plan tool's arguments in the form the plan parser reads."""
-    return {} if arguments is None else arguments
-
-
-def gated_steps(arguments: Arguments, tools: Toolset) -> tuple[GatedStep, ...]:
-    """The steps of a plan that will ask for approval; none when the plan cannot run (it then runs nothing and the
-    model gets the list of problems instead)."""
+def plan_review(arguments: Arguments, tools: Toolset) -> PlanReviewRequest | None:
+    """The whole-plan review of a plan tool call (every step, arguments as written, the gated ones marked): what
+    the framework's human is shown. `None` when no step needs approval, or when the plan cannot run (it then runs
+    nothing and the model gets the list of problems instead)."""
     try:
-        plan = parse_plan(_plan_data(arguments))
+        request = review_request({} if arguments is None else arguments, tools)
     except PlanValidationError:
-        return ()
-    if validate_plan(plan, tools):
-        return ()
-    return tuple(GatedStep(step.id, step.tool, step.arguments) for step in plan.steps
-                 if tools.get(step.tool).definition.metadata.requires_approval)
+        return None
+    return request if request.gated else None
 
 
-def describe_steps(steps: Iterable[GatedStep]) -> str:
-    """One line per gated step, for the text a reviewer reads."""
-    return '\n'.join(f'{s.id}: {s.tool} {json.dumps(s.arguments, default=str)}' for s in steps)
+def review_payload(request: PlanReviewRequest) -> dict[str, Any]:
+    """What a framework's approval carries for a plan: the gated steps and the plan as text."""
+    return {'steps': [{'id': s.id, 'tool': s.tool, 'arguments': s.arguments} for s in request.gated],
+            'description': request.describe()}
 
 
 class _FrameworkApproval:
     """A `ReviewHandler` standing for what the framework's human already approved: a review of an approved tool is
-    approved; any other review goes to `fallback`, and without one it is a configuration error."""
+    approved, and so is the whole-plan review of an approved plan; any other review goes to `fallback`, and without
+    one it is a configuration error."""
 
-    def __init__(self, approved: frozenset[str], fallback: ReviewHandler | None, adapter: str) -> None:
+    def __init__(self, approved: frozenset[str], plan_approved: bool, fallback: ReviewHandler | None,
+                 adapter: str) -> None:
         self.approved = approved
+        self.plan_approved = plan_approved
         self.fallback = fallback
         self.adapter = adapter
+
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        if self.plan_approved:
+            return PlanReviewDecision.approve_all()
+        if self.fallback is None:
+            raise ToolConfigurationError(
+                f'A plan asked for approval of steps {", ".join(s.id for s in request.gated)} that the framework did '
+                f'not ask about. Pass `review_handler=` to `{self.adapter}`.')
+        return await ask_plan(self.fallback, request)
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
         if request.tool_name in self.approved:
@@ -152,11 +152,21 @@ class _FrameworkApproval:
 
 
 async def call_tool(tool: Tool, arguments: Arguments, context: ToolCallContext, *, adapter: str,
-                    approved: Iterable[str] = (), review_handler: ReviewHandler | None = None) -> ToolResult:
-    """`tool.call` inside a framework: the tools in `approved` pass their gate (the framework's human said yes);
-    other gates ask `review_handler`."""
-    names = frozenset(approved)
-    if not names and review_handler is None:
+                    approved: Iterable[str] = (), plan: PlanReviewRequest | None = None,
+                    review_handler: ReviewHandler | None = None) -> ToolResult:
+    """`tool.call` inside a framework: the tools in `approved` pass their gate; for `plan`, the plan the framework's
+    human approved, the whole-plan review of the plan tool (built by `whole_plan_tool`) approves every gated step,
+    and the gated steps' tools pass their gates (a framework's tool may call the toolweave tool it wraps). Other
+    gates ask `review_handler`."""
+    names = frozenset(approved) | {step.tool for step in plan.gated} if plan is not None else frozenset(approved)
+    if not names and plan is None and review_handler is None:
         return await tool.call(arguments, context)  # keep any handler the caller installed around the run
-    with use_review_handler(_FrameworkApproval(names, review_handler, adapter)):
+    with use_review_handler(_FrameworkApproval(names, plan is not None, review_handler, adapter)):
         return await tool.call(arguments, context)
+
+
+def whole_plan_tool(tools: Toolset, *, name: str, concurrency: int | None, step_timeout: float | None,
+              timeout: float | None) -> PlanTool:
+    """The plan tool an adapter runs a plan with: its gated steps reviewed whole, once, before anything runs."""
+    return PlanTool(tools, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
+                    review_mode='whole_plan')

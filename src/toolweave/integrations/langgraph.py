@@ -32,12 +32,13 @@ from toolweave.integrations._common import (
     as_toolset,
     call_context,
     call_tool,
-    describe_steps,
-    gated_steps,
     missing_extra,
     plan_definition,
+    plan_review,
+    review_payload,
+    whole_plan_tool,
 )
-from toolweave.plan import PlanTool, planning_instructions
+from toolweave.plan import planning_instructions
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 try:
@@ -267,15 +268,14 @@ def plan_tool(
 
     async def run(config: RunnableConfig, /, **arguments: Any) -> str:
         steps = Toolset([_step_tool(tool, config) for tool in pool])
-        gated = gated_steps(arguments, steps)
-        if gated:
-            answer = _ask({'tool': name, 'arguments': arguments, 'steps': [step.as_dict() for step in gated],
-                           'description': describe_steps(gated)})
+        review = plan_review(arguments, steps)
+        if review is not None:
+            answer = _ask({'tool': name, 'arguments': arguments, **review_payload(review)})
             if not answer['approved']:
                 raise _rejection(answer, 'the plan did not run')
-        planner = PlanTool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
+        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
         result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
-                                 approved={step.tool for step in gated}, review_handler=review_handler)
+                                 plan=review, review_handler=review_handler)
         return _returned(result)
 
     return _langchain_tool(definition, run)

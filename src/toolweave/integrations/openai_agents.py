@@ -33,11 +33,12 @@ from toolweave.integrations._common import (
     as_toolset,
     call_context,
     call_tool,
-    gated_steps,
     missing_extra,
     plan_definition,
+    plan_review,
+    whole_plan_tool,
 )
-from toolweave.plan import PlanTool, planning_instructions
+from toolweave.plan import planning_instructions
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult, Toolset
 
 try:
@@ -257,15 +258,15 @@ def plan_tool(
     definition = plan_definition(name, concurrency, step_timeout, timeout)
 
     async def needs_approval(run_context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
-        return bool(gated_steps(arguments, await _step_tools(pool, run_context)))
+        return plan_review(arguments, await _step_tools(pool, run_context)) is not None
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         steps = await _step_tools(pool, ctx)
-        approved = {step.tool for step in gated_steps(arguments, steps)}  # the SDK asked; the human said yes
-        planner = PlanTool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
+        approved = plan_review(arguments, steps)  # the SDK asked; the human said yes
+        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
         try:
             result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
-                                     approved=approved, review_handler=review_handler)
+                                     plan=approved, review_handler=review_handler)
         except _GuardrailTripped as tripped:
             raise tripped.error from None
         return result.text

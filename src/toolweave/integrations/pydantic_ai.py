@@ -32,12 +32,13 @@ from toolweave.integrations._common import (
     as_toolset,
     call_context,
     call_tool,
-    describe_steps,
-    gated_steps,
     missing_extra,
     plan_definition,
+    plan_review,
+    review_payload,
+    whole_plan_tool,
 )
-from toolweave.plan import PlanTool, planning_instructions
+from toolweave.plan import planning_instructions
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult
 
 try:
@@ -253,13 +254,13 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
         if name != self.name:
             return await super().call_tool(name, tool_args, ctx, tool)
         steps = as_toolset(await toolweave_tools(self.wrapped, ctx))
-        gated = gated_steps(tool_args, steps)
-        if gated and not ctx.tool_call_approved:
-            raise ApprovalRequired({'steps': [step.as_dict() for step in gated], 'description': describe_steps(gated)})
-        planner = PlanTool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
-                           timeout=self.timeout)
+        review = plan_review(tool_args, steps)
+        if review is not None and not ctx.tool_call_approved:
+            raise ApprovalRequired(review_payload(review))
+        planner = whole_plan_tool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
+                            timeout=self.timeout)
         result = await call_tool(planner, tool_args, ToolCallContext.EMPTY, adapter='PlanToolset',
-                                 approved={step.tool for step in gated}, review_handler=self.review_handler)
+                                 plan=review, review_handler=self.review_handler)
         return _returned(result)
 
 

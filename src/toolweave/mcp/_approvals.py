@@ -10,6 +10,9 @@ serves tools over MCP, that reviewer is the client, asked with a one-field form 
   the answers and the state token, and the paused call goes on where it stopped (`PausedCalls`);
 - a client that declares no elicitation support cannot be asked: `FallbackReviewer` applies the configured
   policy, `'deny'` (the default) or `'allow'`.
+
+A plan reviewed whole (`review_mode='whole_plan'`, as the gateway's plan tool is) is one question: the plan as text
+and one yes/no field per gated step, all checked by default; declining the form rejects the plan.
 """
 
 from __future__ import annotations
@@ -23,10 +26,16 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 import anyio
 import anyio.abc
 
-from toolweave.approval import ReviewDecision, ReviewRequest, use_review_handler
+from toolweave.approval import (
+    PlanReviewDecision,
+    PlanReviewRequest,
+    ReviewDecision,
+    ReviewRequest,
+    use_review_handler,
+)
 
 __all__ = ('ApprovalFallback', 'ElicitingReviewer', 'FallbackReviewer', 'PausedCalls', 'Questions', 'can_elicit',
-           'decision_of', 'elicitation_form')
+           'decision_of', 'elicitation_form', 'plan_decision_of', 'plan_form')
 
 T = TypeVar('T')
 
@@ -63,6 +72,26 @@ def elicitation_form(request: ReviewRequest) -> dict[str, Any]:
     }
 
 
+def plan_form(request: PlanReviewRequest) -> dict[str, Any]:
+    """The `elicitation/create` params that ask about a whole plan: one checkbox per gated step, checked."""
+    properties = {step.id: {'type': 'boolean', 'title': f'{step.id}: {step.tool}', 'default': True,
+                            'description': step.line()} for step in request.gated}
+    return {'mode': 'form', 'message': f'Allow this plan?\n\n{request.describe()}',
+            'requested_schema': {'type': 'object', 'properties': properties, 'required': list(properties)}}
+
+
+def plan_decision_of(request: PlanReviewRequest, result: Any) -> PlanReviewDecision:
+    """The decision an `ElicitResult` about a plan stands for: an accepted form approves the steps left checked
+    (an unchecked one fails, its dependents are skipped); a declined or dismissed form rejects the plan."""
+    if result.action == 'cancel':
+        return PlanReviewDecision.reject('dismissed in the MCP client')
+    if result.action != 'accept':
+        return PlanReviewDecision.reject('declined in the MCP client')
+    content = result.content or {}
+    return PlanReviewDecision({step.id: ReviewDecision.approve() if content.get(step.id) is True else
+                               ReviewDecision.reject('declined in the MCP client') for step in request.gated})
+
+
 def decision_of(result: Any) -> ReviewDecision:
     """The decision an `ElicitResult` stands for: only an accepted form with `approve: true` approves."""
     if result.action == 'accept' and (result.content or {}).get(_APPROVE) is True:
@@ -80,12 +109,17 @@ class ElicitingReviewer:
         self._request_id = request_id
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
+        return decision_of(await self._ask(elicitation_form(request)))
+
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        return plan_decision_of(request, await self._ask(plan_form(request)))
+
+    async def _ask(self, form: dict[str, Any]) -> Any:
         import mcp_types as types
 
-        params = types.ElicitRequestFormParams.model_validate(elicitation_form(request))
-        result = await self._session.elicit_form(params.message, params.requested_schema,
-                                                 related_request_id=self._request_id)
-        return decision_of(result)
+        params = types.ElicitRequestFormParams.model_validate(form)
+        return await self._session.elicit_form(params.message, params.requested_schema,
+                                               related_request_id=self._request_id)
 
 
 class FallbackReviewer:
@@ -102,12 +136,17 @@ class FallbackReviewer:
         return ReviewDecision.reject("it needs approval, and this MCP client cannot be asked: it does not support "
                                      "elicitation, and the server's approval fallback is 'deny'")
 
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        return PlanReviewDecision({step.id: await self.review(step.request()) for step in request.gated})
+
 
 @dataclass(eq=False)
 class _Question:
-    request: ReviewRequest
+    form: dict[str, Any]
+    """The elicitation form that asks it."""
     answered: anyio.Event = field(default_factory=anyio.Event)
-    decision: ReviewDecision | None = None
+    answer: Any = None
+    """The client's answer: an `ElicitResult`, or something else that the reviewer turns into a rejection."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +183,20 @@ class _DeferredReviewer:
         self._paused = paused
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
+        answer = await self._ask(elicitation_form(request))
+        return decision_of(answer) if _is_elicit_result(answer) else _unusable(answer)
+
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        answer = await self._ask(plan_form(request))
+        if _is_elicit_result(answer):
+            return plan_decision_of(request, answer)
+        return PlanReviewDecision.reject(_unusable(answer).reason or 'unusable answer')
+
+    async def _ask(self, form: dict[str, Any]) -> Any:
         paused = self._paused
         paused.count += 1
         key = f'approval-{paused.count}'
-        question = _Question(request)
+        question = _Question(form)
         paused.unsent[key] = question
         paused.poke()
         try:
@@ -155,8 +204,7 @@ class _DeferredReviewer:
         finally:  # answered, or given up on (the review timed out, the call was cancelled)
             paused.unsent.pop(key, None)
             paused.sent.pop(key, None)
-        assert question.decision is not None
-        return question.decision
+        return question.answer
 
 
 class PausedCalls(Generic[T]):
@@ -193,7 +241,7 @@ class PausedCalls(Generic[T]):
         for key, answer in (answers or {}).items():
             question = paused.sent.pop(key, None)
             if question is not None:
-                question.decision = _answer_decision(answer)
+                question.answer = answer
                 question.answered.set()
         # Questions the client left unanswered are asked again.
         paused.unsent.update(paused.sent)
@@ -222,7 +270,7 @@ class PausedCalls(Generic[T]):
                     asking, paused.unsent = paused.unsent, {}
                     if asking and paused.result is None:
                         paused.sent.update(asking)
-                        requests = {key: _elicit_request(question.request) for key, question in asking.items()}
+                        requests = {key: _elicit_request(question.form) for key, question in asking.items()}
                         return Questions(requests, paused.token)
                     continue
                 await paused.changed.wait()
@@ -233,16 +281,18 @@ class PausedCalls(Generic[T]):
         return paused.result
 
 
-def _elicit_request(request: ReviewRequest) -> Any:
+def _elicit_request(form: dict[str, Any]) -> Any:
     import mcp_types as types
 
-    return types.ElicitRequest(params=types.ElicitRequestFormParams.model_validate(elicitation_form(request)))
+    return types.ElicitRequest(params=types.ElicitRequestFormParams.model_validate(form))
 
 
-def _answer_decision(answer: Any) -> ReviewDecision:
+def _is_elicit_result(answer: Any) -> bool:
     import mcp_types as types
 
-    if isinstance(answer, types.ElicitResult):
-        return decision_of(answer)
+    return isinstance(answer, types.ElicitResult)
+
+
+def _unusable(answer: Any) -> ReviewDecision:
     return ReviewDecision.reject(f'the MCP client answered with a {type(answer).__name__}, not an elicitation result')
 

@@ -143,7 +143,8 @@ class McpGateway:
         """Every upstream tool the gateway has named so far, as `GatewayTool`s (a tool a server stopped listing
         stays here, and fails when called)."""
         self._by_key: dict[tuple[str, str], str] = {}
-        self.plan_tool = PlanTool(self.tools, timeout=self.config.plan_timeout)
+        # A plan's gated steps are put to the client whole: one question, one checkbox per gated step.
+        self.plan_tool = PlanTool(self.tools, timeout=self.config.plan_timeout, review_mode='whole_plan')
         self.search_tool = SearchTool(self._catalog)
         self.describe_tool = DescribeTool(self._catalog)
         front: list[Tool] = [self.plan_tool, self.search_tool, self.describe_tool]

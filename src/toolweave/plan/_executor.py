@@ -15,6 +15,18 @@ Three parts, each in one place:
   back in one task, and a plan starts about as many tasks as the most steps it ever has running at once, not
   one per step.
 
+Two hooks make a run durable and let it wait for people (both unused by a plain run):
+
+- **A journal** (`StepJournal`): `transition` hands it every change of status, `release` every step that becomes
+  ready, and a step's `started` row is flushed to the journal before its tool is called (write-ahead), so a step
+  the journal does not show as started never ran. `execute(..., restore=...)` starts from the records of steps
+  that ended in an earlier run: they are filled in and counted off their dependents, and only the rest run.
+- **Parking**: a step whose reviewer raises `ApprovalPending`, or that is marked to park, moves to `parked`. It
+  does not end: its dependents wait with it while everything else runs, and the run settles (returns) once
+  nothing but parked steps and the steps behind them is left. `decisions` carries answers decided ahead (a
+  whole-plan review, or decisions stored since the step parked); a step with one runs under that answer instead
+  of asking its reviewers again.
+
 Failure policy: collect a per-step outcome. A failed step never cancels its siblings; its dependents are skipped,
 transitively, each naming its first failed dependency. Only `ToolConfigurationError` and control-flow signals
 stop the run: the other steps are cancelled and the exception propagates. A whole-plan timeout or an outer
@@ -27,15 +39,18 @@ import asyncio
 import heapq
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import anyio
 import anyio.lowlevel
 
 from toolweave import _tracing
-from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError
+from toolweave.approval import ReviewDecision, describe_arguments, preset_review
+from toolweave.exceptions import ApprovalPending, ControlFlowSignal, PlanStoreError, ToolConfigurationError
 from toolweave.plan._model import EventHandler, MissingField, PlanEvent, PlanStep, StepStatus
 from toolweave.plan._record import PlanRun, StepRecord, step_result
 from toolweave.plan._refs import ResolveError
@@ -49,7 +64,7 @@ if TYPE_CHECKING:
 
     from toolweave.tools import Tool, ToolResult
 
-__all__ = ('execute',)
+__all__ = ('Ahead', 'Prefill', 'StepJournal', 'execute')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -63,15 +78,63 @@ a time per turn of the event loop, while steps that never suspend, which one wor
 start workers that would find nothing left to do."""
 
 
+_EVENT_KINDS: dict[str, Literal['step_started', 'step_parked']] = {'running': 'step_started', 'parked': 'step_parked'}
+
+
 class StepFailed(Exception):
     """Raised inside `run_step` to fail the step; the message is the step's error."""
+
+
+class StepParked(Exception):
+    """Raised inside `run_step` to park the step; the message says what it waits for."""
+
+    def __init__(self, reason: str, detail: Mapping[str, Any]) -> None:
+        super().__init__(reason)
+        self.detail = detail
+
+
+class StepJournal(Protocol):
+    """Where a durable run writes its steps' transitions (see `toolweave.plan.durable`)."""
+
+    def record(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None) -> None:
+        """Note that `record` moved to `status` (its fields already updated); written at the next `flush`."""
+
+    def ready(self, record: StepRecord) -> None:
+        """Note that `record`'s dependencies have all finished."""
+
+    async def flush(self) -> None:
+        """Make everything noted so far durable. Raises `PlanStoreError` when the store fails."""
+
+
+class Prefill(NamedTuple):
+    """A step that ended in an earlier run of the plan, as its journal recorded it."""
+
+    status: StepStatus
+    output: str | None
+    value: Any
+    is_text: bool
+    from_output: bool
+    error: str | None
+
+
+@dataclass(slots=True)
+class Ahead:
+    """What is known about some steps before the run starts: steps that ended in an earlier run, steps to park
+    when they are ready (with why), and decisions made ahead for gated steps."""
+
+    ended: Mapping[int, Prefill] = field(default_factory=dict[int, Prefill])
+    park: Mapping[int, tuple[str, Mapping[str, Any]]] = field(default_factory=dict[int, tuple[str, Mapping[str, Any]]])
+    decisions: Mapping[int, ReviewDecision] = field(default_factory=dict[int, ReviewDecision])
+    rejected: str | None = None
+    """Why the reviewer rejected the whole plan: then nothing runs."""
 
 
 class _Run:
     """One run of a validated plan: the records, the dependency counters, the ready queue and the workers."""
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None, step_timeout: float | None,
-                 missing: MissingField, context: ToolCallContext, on_event: EventHandler | None) -> None:
+                 missing: MissingField, context: ToolCallContext, on_event: EventHandler | None,
+                 journal: StepJournal | None = None, ahead: Ahead | None = None) -> None:
         plan = prepared.plan
         self.steps: Sequence[PlanStep] = plan.steps
         self.deps = prepared.deps
@@ -104,6 +167,12 @@ class _Run:
         self.task_group: TaskGroup | None = None
         self.trace = None if _tracing.ACTIVE is None else PlanTrace(_tracing.ACTIVE, prepared)
         """The run's spans, while tracing is on."""
+        self.journal = journal
+        self.ahead = ahead
+        self.stuck: set[int] = set()
+        """Parked steps and the steps that depend on them: unfinished, but nothing more happens to them in this run."""
+        self.settled_at = 0
+        """The run is over when `unfinished` comes down to this (the number of stuck steps)."""
 
     # --- the record's view of the run (`StepGraph`) ------------------------------------------------------------
 
@@ -115,21 +184,29 @@ class _Run:
 
     # --- transitions --------------------------------------------------------------------------------------------
 
-    def transition(self, record: StepRecord, status: StepStatus, error: str | None = None) -> None:
-        """Move `record` to `status` (stamping the time) and tell the observer: the one place a step's status
-        changes."""
+    def transition(self, record: StepRecord, status: StepStatus, error: str | None = None,
+                   detail: Mapping[str, Any] | None = None) -> None:
+        """Move `record` to `status` (stamping the time), tell the journal and the observer: the one place a step's
+        status changes. `detail` is what the journal keeps beside the status (why a step parked)."""
         now = perf_counter() - self.t0
         if status == 'running':
             record.started_at = now
+        elif status == 'parked':
+            pass
         elif status != 'cancelled' or record.status == 'running':
             record.ended_at = now
+        was_running = record.status == 'running'
         record.status = status
         record.error = error
         if self.trace is not None:
             self.trace.transition(record, status, error)
+        if self.journal is not None:
+            if status == 'cancelled' and was_running:
+                detail = {'started': True}
+            self.journal.record(record, status, detail)
         if self.on_event is not None:
             try:
-                self.on_event(PlanEvent('step_started' if status == 'running' else 'step_finished', record, self.t0))
+                self.on_event(PlanEvent(_EVENT_KINDS.get(status, 'step_finished'), record, self.t0))
             except Exception:
                 logger.exception('on_event handler raised for step %r; ignored', record.id)
 
@@ -138,11 +215,22 @@ class _Run:
     async def run_step(self, index: int) -> None:
         """Run one ready step to its end: resolve its inputs, call its tool, record the outcome."""
         record = self.records[index]
+        ahead = self.ahead
+        if ahead is not None and index in ahead.park:
+            reason, detail = ahead.park[index]
+            self.park(index, reason, detail)
+            return
         self.transition(record, 'running')
+        if self.journal is not None and not await self.flushed():
+            return
+        decision = ahead.decisions.get(index) if ahead is not None else None
         try:
             arguments = self.inputs(index)
+            if decision is not None:
+                arguments = self.decided(index, decision, arguments)
             record.called = True
-            result = await self.call(index, arguments)
+            with preset_review(self.tools[index].name, decision) if decision is not None else nullcontext():
+                result = await self.call(index, arguments)
             if result.error is not None:
                 raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
             try:
@@ -153,9 +241,44 @@ class _Run:
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
+        except StepParked as exc:
+            record.called = False
+            self.park(index, str(exc), exc.detail)
         else:
             self.transition(record, 'succeeded')
             self.release(index, ok=True)
+
+    def decided(self, index: int, decision: ReviewDecision, arguments: Any) -> Any:
+        """The arguments step `index` runs with under a decision made ahead; a rejection fails the step."""
+        if decision.kind == 'exit_early':
+            reason = f' ({decision.reason})' if decision.reason else ''
+            raise StepFailed(f'Rejected by reviewer: {describe_arguments(arguments)}{reason}')
+        return decision.revised if decision.kind == 'edit' else arguments
+
+    async def flushed(self) -> bool:
+        """Write the journal ahead of a tool call; when the store fails, stop the run (nothing unrecorded runs)."""
+        assert self.journal is not None
+        try:
+            await self.journal.flush()
+        except PlanStoreError as exc:
+            self.stop(exc)
+            return False
+        return True
+
+    def park(self, index: int, reason: str, detail: Mapping[str, Any]) -> None:
+        """Step `index` waits for a decision: it and every step that depends on it stay unfinished, and the run
+        settles once nothing else is left."""
+        self.transition(self.records[index], 'parked', reason, detail)
+        stuck = self.stuck
+        todo = [index]
+        while todo:
+            step = todo.pop()
+            if step not in stuck:
+                stuck.add(step)
+                todo.extend(self.dependents[step])
+        self.settled_at = len(stuck)
+        if self.unfinished == self.settled_at:
+            self.wake_all()
 
     def inputs(self, index: int) -> Any:
         given = self.steps[index].arguments
@@ -180,6 +303,8 @@ class _Run:
             assert scope.cancelled_caught
             raise StepFailed(f'Tool execution failed: step {self.steps[index].id!r} timed out after '
                              f'{self.step_timeout:g} s (step_timeout)')
+        except ApprovalPending as exc:
+            raise StepParked(f'Waiting for approval: {exc.reason}', _pending_detail(exc)) from None
         except (ToolConfigurationError, ControlFlowSignal) as exc:
             self.stop(exc)
             raise StepFailed(f'{type(exc).__name__}: {exc}') from None
@@ -209,7 +334,9 @@ class _Run:
                     ended.append((child, False))
                 else:
                     heapq.heappush(self.ready, (-self.priority[child], child))
-        if not self.unfinished:
+                    if self.journal is not None:
+                        self.journal.ready(self.records[child])
+        if self.unfinished == self.settled_at:
             self.wake_all()
 
     def skip(self, index: int) -> None:
@@ -224,9 +351,36 @@ class _Run:
         assert self.task_group is not None
         self.task_group.cancel_scope.cancel()
 
+    def restore(self, ended: Mapping[int, Prefill]) -> None:
+        """Start from the steps that ended in an earlier run: fill their records, count them off their dependents,
+        queue the steps now ready and skip those behind a step that did not succeed."""
+        records = self.records
+        for index, fill in ended.items():
+            record = records[index]
+            record.status, record.output, record.ref_value, record.is_text, record.from_output, record.error = (
+                fill.status, fill.output, fill.value, fill.is_text, fill.from_output, fill.error)
+            record.value = fill.value
+            record.called = fill.status == 'succeeded'
+        self.unfinished = len(records) - len(ended)
+        skipped: list[tuple[int, int]] = []
+        ready: list[tuple[int, int]] = []
+        for index, deps in enumerate(self.deps):
+            if index in ended:
+                continue
+            self.waiting[index] = sum(1 for d in deps if d not in ended)
+            if any(d in ended and records[d].status != 'succeeded' for d in deps):
+                self.blocked.add(index)
+            if not self.waiting[index]:
+                (skipped if index in self.blocked else ready).append((-self.priority[index], index))
+        heapq.heapify(ready)
+        self.ready = ready
+        for _, index in skipped:
+            self.skip(index)
+            self.release(index, ok=False)
+
     async def worker(self) -> None:
         streak = 0
-        while self.unfinished and self.fatal is None:
+        while self.unfinished > self.settled_at and self.fatal is None:
             if not self.ready:
                 await self.wait_idle()
                 continue
@@ -249,6 +403,11 @@ class _Run:
         await self.worker()
 
     async def wait_idle(self) -> None:
+        if self.journal is not None:  # what finished is written before the worker pauses
+            if not await self.flushed():
+                return
+            if self.ready or self.unfinished == self.settled_at or self.fatal is not None:
+                return  # the run moved on while the journal was written
         event = anyio.Event()
         self.idle.append(event)
         await event.wait()
@@ -277,6 +436,15 @@ class _Run:
         for record in self.records:
             if record.status in ('pending', 'running'):
                 self.transition(record, 'cancelled', reason)
+
+
+def _pending_detail(exc: ApprovalPending) -> dict[str, Any]:
+    """What a journal keeps about a parked review: the request the reviewer could not answer yet."""
+    request = getattr(exc, 'request', None)
+    if request is None:
+        return {}
+    return {'tool': request.tool_name, 'description': request.description,
+            'arguments': request.arguments if isinstance(request.arguments, (str, Mapping)) else None}
 
 
 def _is_stray(exc: BaseException) -> bool:
@@ -325,11 +493,21 @@ async def execute(
     context: ToolCallContext = ToolCallContext.EMPTY,
     on_event: EventHandler | None = None,
     max_output_chars: int | None = None,
+    journal: StepJournal | None = None,
+    ahead: Ahead | None = None,
 ) -> PlanRun:
-    """Run a validated plan and return its record."""
+    """Run a validated plan and return its record (see the module docstring for `journal` and `ahead`)."""
     run = _Run(prepared, concurrency=concurrency, step_timeout=step_timeout, missing=missing_field,
-               context=context, on_event=on_event)
+               context=context, on_event=on_event, journal=journal, ahead=ahead)
     run.t0 = started = perf_counter()
+    if ahead is not None and ahead.ended:
+        run.restore(ahead.ended)
+    if journal is not None:
+        for _, index in run.ready:
+            journal.ready(run.records[index])
+    if ahead is not None and ahead.rejected is not None:
+        run.cancel_unfinished(f'Cancelled: the reviewer rejected the plan ({ahead.rejected})')
+        run.unfinished = 0
     with anyio.move_on_after(timeout) as deadline:
         try:
             async with anyio.create_task_group() as task_group:
@@ -344,7 +522,8 @@ async def execute(
                 reason = f'Cancelled: the plan timed out after {timeout:g} s (timeout)'
             else:
                 reason = 'Cancelled: the plan run was cancelled'
-            run.cancel_unfinished(reason)
+            if run.fatal is not None or run.unfinished > run.settled_at or deadline.cancel_called:
+                run.cancel_unfinished(reason)
             if run.trace is not None:
                 run.trace.close(run.records, stopped=run.fatal, reason=reason)
     if run.fatal is not None:

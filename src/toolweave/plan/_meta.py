@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError
-from toolweave.plan._model import Dialect, EventHandler, MissingField
+from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
+from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
-from toolweave.plan._run import RunOptions, run_parsed
+from toolweave.plan._run import run_parsed
 from toolweave.plan._validate import as_toolset
+from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
     ToolArguments,
@@ -109,6 +111,10 @@ class PlanTool(Tool):
     value is the `PlanRun` itself. A plan that fails validation gives the failure
     `Plan execution failed: <every problem>` and runs nothing.
 
+    With `review_mode='whole_plan'` the reviewers see each plan whole before it runs (see `run_plan`). With a
+    `store` (a `PlanStore` or its URL, opened once here) every plan runs durably under a new run id, named in the
+    summary when steps park; `resume_plan` goes on with it.
+
     ```python
     echo = FakeTool('echo', lambda args: args['text'])
     planner = PlanTool(Toolset([echo]))
@@ -132,12 +138,14 @@ class PlanTool(Tool):
         max_steps: int = _MODEL_MAX_STEPS,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         review_handler: ReviewHandler | None = None,
+        review_mode: ReviewMode = 'per_step',
         on_event: EventHandler | None = None,
+        store: StoreLike | None = None,
     ) -> None:
         self.tools = as_toolset(tools)
         self.dialect: Literal['id', 'index'] = dialect
         self.options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                                  review_handler)
+                                  review_handler, review_mode, None if store is None else open_store(store))
         self.on_event = on_event
         default_name = 'execute_tool_plan' if dialect == 'id' else 'execute_plan'
         self._definition = ToolDefinition(

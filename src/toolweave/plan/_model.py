@@ -9,10 +9,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 if TYPE_CHECKING:
     from toolweave.plan._record import StepRecord
 
-__all__ = ('Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'StepStatus')
+__all__ = ('Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'ReviewMode', 'StepStatus')
 
-StepStatus: TypeAlias = Literal['pending', 'running', 'succeeded', 'failed', 'skipped', 'cancelled']
-"""Where a step is: not started, running, or one of the four ends."""
+StepStatus: TypeAlias = Literal['pending', 'running', 'parked', 'succeeded', 'failed', 'skipped', 'cancelled']
+"""Where a step is: not started, running, parked (waiting for a decision; its dependents wait with it), or one of
+the four ends."""
+
+ReviewMode: TypeAlias = Literal['per_step', 'whole_plan']
+"""How gated plan steps are reviewed: each when it is ready, with its resolved arguments (`per_step`), or all at
+once before anything runs, with the whole plan in view (`whole_plan`)."""
 
 Dialect: TypeAlias = Literal['id', 'index']
 """`id`: steps named by `id`, references `"$ref:STEP.PATH"`; `index`: steps referred to as `steps[N]`."""
@@ -58,10 +63,11 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class PlanEvent:
-    """A step started or finished. `step` is the live record: read it in the handler (it keeps changing).
-    A step that never started (skipped, or cancelled before it started) gets only `step_finished`."""
+    """A step started, parked or finished. `step` is the live record: read it in the handler (it keeps changing).
+    A step that never started (skipped, or cancelled before it started) gets only `step_finished`; a parked step
+    gets `step_parked` and, in the run that picks up its decision, `step_started` again."""
 
-    kind: Literal['step_started', 'step_finished']
+    kind: Literal['step_started', 'step_parked', 'step_finished']
     step: StepRecord
     run_started_at: float
     """`time.perf_counter()` when the run started; `step.started_at` is relative to it."""

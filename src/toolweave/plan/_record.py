@@ -259,19 +259,27 @@ class PlanRun:
     """Where each value shown to the model is cut."""
     approvals: tuple[ApprovalRecord, ...] = ()
     """Every review decision made during the run (gated steps, and gated tools inside them), in order."""
+    run_id: str | None = None
+    """The id the run is stored under when it is durable (`run_plan(..., store=...)`), else `None`."""
     succeeded: int = field(init=False)
     failed: int = field(init=False)
     skipped: int = field(init=False)
     cancelled: int = field(init=False)
+    parked: int = field(init=False)
+    """Steps waiting for a decision (see `ApprovalPending`); their dependents are `waiting`."""
+    waiting: int = field(init=False)
+    """Steps that did not start because a step they depend on is parked."""
 
     def __post_init__(self) -> None:
-        counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0}
+        counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0}
         for record in self.steps:
             counts[record.status] += 1
         self.succeeded = counts['succeeded']
         self.failed = counts['failed']
         self.skipped = counts['skipped']
-        self.cancelled = counts['cancelled'] + counts['pending'] + counts['running']
+        self.cancelled = counts['cancelled'] + counts['running']
+        self.parked = counts['parked']
+        self.waiting = counts['pending']
 
     @property
     def total(self) -> int:
@@ -295,12 +303,21 @@ class PlanRun:
             raise KeyError(f'No step {step_id!r} in this plan run. Steps: {shown}.') from None
 
     @property
+    def suspended(self) -> bool:
+        """Whether some steps are parked, waiting for a decision: the run is not over (see `resume_plan`)."""
+        return self.parked > 0
+
+    @property
     def errors(self) -> list[StepRecord]:
-        """The records of steps that did not succeed, in plan order."""
+        """The records of steps that did not succeed (parked and waiting ones included), in plan order."""
         return [record for record in self.steps if record.status != 'succeeded']
 
     def _shown(self, record: StepRecord) -> Any:
         limit = self.max_output_chars
+        if record.status == 'parked':
+            return 'PARKED: ' + cut(record.error or 'waiting for a decision', limit)
+        if record.status == 'pending':
+            return 'WAITING: a step it depends on is parked'
         if record.status != 'succeeded':
             return 'ERROR: ' + cut(record.error or 'not run', limit)
         text = record.output or ''
@@ -322,11 +339,21 @@ class PlanRun:
         else:
             chosen = list(self.steps)
         body = json.dumps({record.id: self._shown(record) for record in chosen}, ensure_ascii=False, default=str)
-        errors = self.errors
-        if not errors:
+        errors = [r for r in self.errors if r.status in _ENDED]
+        parked = [r for r in self.steps if r.status == 'parked']
+        if not errors and not parked:
             return body
-        listed = '; '.join(f'{r.id}: {cut(r.error or "not run", self.max_output_chars)}' for r in errors)
-        return f'Plan completed with errors.\nResults: {body}\nErrors: {listed}'
+        lines = [f'Plan completed with errors.\nResults: {body}' if not parked else
+                 f'Plan suspended: {len(parked)} step{"s wait" if len(parked) > 1 else " waits"} for a decision'
+                 f'{f" (run {self.run_id})" if self.run_id else ""}; {self.waiting} more wait behind them.\n'
+                 f'Results so far: {body}']
+        if parked:
+            lines.append('Parked: ' + '; '.join(f'{r.id}: {cut(r.error or "waiting", self.max_output_chars)}'
+                                                for r in parked))
+        if errors:
+            lines.append('Errors: ' + '; '.join(f'{r.id}: {cut(r.error or "not run", self.max_output_chars)}'
+                                                for r in errors))
+        return '\n'.join(lines)
 
     def digest(self) -> str:
         """One line per step for index-based plans: `Plan executed: X/Y succeeded.` then
@@ -342,19 +369,22 @@ class PlanRun:
             'goal': self.plan.goal, 'dialect': self.plan.dialect,
             'output_steps': None if self.plan.output_steps is None else list(self.plan.output_steps),
             'duration': self.duration, 'total': self.total, 'succeeded': self.succeeded, 'failed': self.failed,
-            'skipped': self.skipped, 'cancelled': self.cancelled, 'ok': self.ok,
+            'skipped': self.skipped, 'cancelled': self.cancelled, 'parked': self.parked, 'waiting': self.waiting,
+            'ok': self.ok, 'run_id': self.run_id,
             'waves': [list(w) for w in self.waves], 'steps': [record.to_dict() for record in self.steps],
             'summary': self.summary, 'approvals': [record.to_dict() for record in self.approvals],
         }
 
     def __repr__(self) -> str:
+        parked = f', parked={self.parked}, waiting={self.waiting}' if self.parked else ''
         return (f'PlanRun(total={self.total}, succeeded={self.succeeded}, failed={self.failed}, '
-                f'skipped={self.skipped}, cancelled={self.cancelled}, duration={self.duration:.3f})')
+                f'skipped={self.skipped}, cancelled={self.cancelled}{parked}, duration={self.duration:.3f})')
 
 
 def _one_line(record: StepRecord, limit: int = 120) -> str:
     if record.status == 'succeeded':
         text = ' '.join((record.output or '').split())
         return text if len(text) <= limit else text[:limit] + '...'
-    prefix = {'failed': 'FAILED', 'skipped': 'SKIPPED', 'cancelled': 'CANCELLED'}.get(record.status, 'NOT RUN')
+    prefix = {'failed': 'FAILED', 'skipped': 'SKIPPED', 'cancelled': 'CANCELLED', 'parked': 'PARKED',
+              'pending': 'WAITING'}.get(record.status, 'NOT RUN')
     return f'{prefix}: {record.error}'

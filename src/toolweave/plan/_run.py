@@ -1,51 +1,27 @@
-"""`run_plan` / `run_plan_sync`: parse, validate, then execute a plan straight from Python."""
+"""`run_plan` / `run_plan_sync`: parse, validate, review (whole-plan mode), then execute a plan straight from
+Python; with a `store`, durably (see `toolweave.plan.durable`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import anyio
 
-from toolweave._checks import check_number
-from toolweave.approval import ReviewHandler, check_review_handler, record_approvals, use_review_handler
+from toolweave.approval import ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanValidationError, UserError
 from toolweave.plan._executor import execute
-from toolweave.plan._model import EventHandler, MissingField, Plan
+from toolweave.plan._model import EventHandler, MissingField, Plan, ReviewMode
+from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
+from toolweave.plan._review import review_ahead
 from toolweave.plan._validate import as_toolset, prepare
+from toolweave.plan.durable._runs import StoreLike, opened, start_run
 from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_STEPS', 'RunOptions', 'run_parsed', 'run_plan', 'run_plan_sync')
-
-DEFAULT_MAX_STEPS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """The knobs of a run, checked once."""
-
-    concurrency: int | None = None
-    step_timeout: float | None = None
-    timeout: float | None = None
-    missing_field: MissingField = 'null'
-    max_steps: int = DEFAULT_MAX_STEPS
-    max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
-    review_handler: ReviewHandler | None = None
-
-    def __post_init__(self) -> None:
-        check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
-        check_number(self.step_timeout, 'step_timeout', exclusive=True, optional=True, unit='seconds')
-        check_number(self.timeout, 'timeout', exclusive=True, optional=True, unit='seconds')
-        if self.missing_field not in ('null', 'error'):
-            raise UserError(f"missing_field must be 'null' or 'error', got {self.missing_field!r}.")
-        check_number(self.max_steps, 'max_steps', integer=True, minimum=1)
-        check_number(self.max_output_chars, 'max_output_chars (None: never cut)', integer=True, minimum=1,
-                     optional=True)
-        check_review_handler(self.review_handler, 'The plan run')
 
 
 def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
@@ -55,15 +31,23 @@ def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
 
 
 async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, context: ToolCallContext,
-                     on_event: EventHandler | None, refused: frozenset[str] = frozenset()) -> PlanRun:
+                     on_event: EventHandler | None, refused: frozenset[str] = frozenset(),
+                     run_id: str | None = None) -> PlanRun:
     prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, extra_refused=refused)
     if prepared is None:
         raise PlanValidationError(problems.messages())
-    run = partial(execute, prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
-                  timeout=options.timeout, missing_field=options.missing_field, context=context,
-                  on_event=on_event, max_output_chars=options.max_output_chars)
     with record_approvals() as log, use_review_handler(options.review_handler):
-        result = await run()
+        if options.store is not None:
+            result = await start_run(prepared, tools, options, run_id=run_id, context=context, on_event=on_event,
+                                     refused=refused)
+        else:
+            ahead = None
+            if options.review_mode == 'whole_plan':
+                prepared, ahead = await review_ahead(prepared, tools, context, max_steps=options.max_steps,
+                                                     refused=refused)
+            result = await execute(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
+                                   timeout=options.timeout, missing_field=options.missing_field, context=context,
+                                   on_event=on_event, max_output_chars=options.max_output_chars, ahead=ahead)
     result.approvals = log.records
     return result
 
@@ -79,8 +63,11 @@ async def run_plan(
     max_steps: int = DEFAULT_MAX_STEPS,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     review_handler: ReviewHandler | None = None,
+    review_mode: ReviewMode = 'per_step',
     context: Mapping[str, Any] | None = None,
     on_event: EventHandler | None = None,
+    store: StoreLike | None = None,
+    run_id: str | None = None,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -96,10 +83,19 @@ async def run_plan(
             null) field always fails its step: those values are spliced into text, where `null` would pass for data.
         max_steps: plans with more steps are rejected.
         max_output_chars: where each value in `PlanRun.summary` is cut (`None`: never).
-        review_handler: reviews each step whose tool requires approval (with the resolved arguments), together
-            with the reviewers the caller installed (the stricter decision wins).
+        review_handler: reviews each step whose tool requires approval, together with the reviewers the caller
+            installed (the stricter decision wins).
+        review_mode: `'per_step'`: each gated step is reviewed when it is ready, with its resolved arguments;
+            `'whole_plan'`: the reviewers see the whole plan once, before anything runs, and decide every gated
+            step at once (approve all or some, edit, park, or reject the plan); approved steps then run without
+            asking again.
         context: out-of-band values passed to every tool call.
-        on_event: called synchronously as each step starts and finishes; keep it cheap.
+        on_event: called synchronously as each step starts, parks and finishes; keep it cheap.
+        store: run durably in this plan store (a `PlanStore`, a SQLite path or `sqlite:///...` URL, or a
+            `postgresql://...` URL): every step's transitions are recorded, and `resume_plan` goes on after a crash
+            or once a parked step's decision arrives. See `toolweave.plan.durable`.
+        run_id: the durable run's id (default: a new one; read it in `PlanRun.run_id`). A run id the store holds
+            for the same plan goes on with that run; for another plan it is refused.
 
     Returns:
         The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
@@ -108,6 +104,9 @@ async def run_plan(
         PlanValidationError: the plan cannot run; `.problems` lists every problem. Nothing ran.
         ToolConfigurationError: a step's tool is misconfigured (the other steps are cancelled first).
         ControlFlowSignal: a step asked the whole run to stop (for example a reviewer's exit-early).
+        PlanStoreError: the store cannot be opened, or failed during the run (the run stopped; what it recorded
+            stays, and `resume_plan` goes on from there).
+        PlanMismatchError: `run_id` names a stored run of another plan.
 
     ```python
     from toolweave.testing import FakeTool
@@ -120,11 +119,19 @@ async def run_plan(
     #> {"b": "hi"} (('a',), ('b',))
     ```
     """
-    options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                         review_handler)
-    toolset = as_toolset(tools)
-    return await run_parsed(to_parsed(plan), toolset, options, context=ToolCallContext.of(context),
-                            on_event=on_event)
+    if store is None:
+        if run_id is not None:
+            raise UserError(f'run_plan got run_id={run_id!r} without a store: a run id names a durable run. Pass '
+                            "`store=` (for example 'sqlite:///runs.db') too.")
+        options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
+                             review_handler, review_mode)
+        return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
+                                on_event=on_event)
+    async with opened(store) as plans:
+        options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
+                             review_handler, review_mode, plans)
+        return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
+                                on_event=on_event, run_id=run_id)
 
 
 def run_plan_sync(
@@ -138,11 +145,15 @@ def run_plan_sync(
     max_steps: int = DEFAULT_MAX_STEPS,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     review_handler: ReviewHandler | None = None,
+    review_mode: ReviewMode = 'per_step',
     context: Mapping[str, Any] | None = None,
     on_event: EventHandler | None = None,
+    store: StoreLike | None = None,
+    run_id: str | None = None,
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments)."""
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
-                             max_output_chars=max_output_chars, review_handler=review_handler, context=context,
-                             on_event=on_event))
+                             max_output_chars=max_output_chars, review_handler=review_handler,
+                             review_mode=review_mode, context=context, on_event=on_event, store=store,
+                             run_id=run_id))

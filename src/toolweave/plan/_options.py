@@ -1,0 +1,59 @@
+"""`RunOptions`: the knobs of a plan run, checked once (and, for a durable run, stored with it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolweave._checks import check_number
+from toolweave.approval import ReviewHandler, check_review_handler
+from toolweave.exceptions import UserError
+from toolweave.plan._model import MissingField, ReviewMode
+from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS
+
+if TYPE_CHECKING:
+    from toolweave.plan.durable._store import PlanStore
+
+__all__ = ('DEFAULT_MAX_STEPS', 'RunOptions')
+
+DEFAULT_MAX_STEPS = 10_000
+_STORED = ('concurrency', 'step_timeout', 'timeout', 'missing_field', 'max_steps', 'max_output_chars', 'review_mode')
+"""The options a durable run keeps with it; a resume runs with them."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The knobs of a run, checked once."""
+
+    concurrency: int | None = None
+    step_timeout: float | None = None
+    timeout: float | None = None
+    missing_field: MissingField = 'null'
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
+    review_handler: ReviewHandler | None = None
+    review_mode: ReviewMode = 'per_step'
+    store: PlanStore | None = None
+
+    def __post_init__(self) -> None:
+        check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
+        check_number(self.step_timeout, 'step_timeout', exclusive=True, optional=True, unit='seconds')
+        check_number(self.timeout, 'timeout', exclusive=True, optional=True, unit='seconds')
+        if self.missing_field not in ('null', 'error'):
+            raise UserError(f"missing_field must be 'null' or 'error', got {self.missing_field!r}.")
+        check_number(self.max_steps, 'max_steps', integer=True, minimum=1)
+        check_number(self.max_output_chars, 'max_output_chars (None: never cut)', integer=True, minimum=1,
+                     optional=True)
+        check_review_handler(self.review_handler, 'The plan run')
+        if self.review_mode not in ('per_step', 'whole_plan'):
+            raise UserError(f"review_mode must be 'per_step' or 'whole_plan', got {self.review_mode!r}.")
+
+    def stored(self) -> dict[str, Any]:
+        """The options a durable run keeps (not the reviewer, the store or the call context)."""
+        return {name: getattr(self, name) for name in _STORED}
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any], *, review_handler: ReviewHandler | None,
+                    store: PlanStore) -> RunOptions:
+        return cls(**{name: data[name] for name in _STORED if name in data}, review_handler=review_handler,
+                   store=store)

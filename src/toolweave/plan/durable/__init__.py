@@ -1,0 +1,46 @@
+"""Durable plans: every step's transitions journaled by run id and step id, so a run survives its process.
+
+- `run_plan(plan, tools, store=..., run_id=...)` runs a plan durably: the plan, its hash and options are stored,
+  then each step's transitions (ready, started, parked, decided, succeeded with its output, failed, skipped,
+  cancelled). A step's start is written before its tool is called.
+- `resume_plan(run_id, tools, store=...)` goes on after a crash or once decisions arrive: no step that ended runs
+  again; a step that had started runs again only if its tool is idempotent or read-only, else it parks as unknown
+  after a crash.
+- `decide(run_id, step_id, decision, store=...)` records a decision for a parked step.
+- Stores: `SqliteStore` (a file, WAL mode; the default for a path or `sqlite:///...`) and `PostgresStore`
+  (`postgresql://...`, the `postgres` extra), both `PlanStore`s; `open_store(url)` opens either.
+"""
+
+from __future__ import annotations
+
+from toolweave._public import present as _present
+from toolweave.plan.durable._postgres import PostgresStore
+from toolweave.plan.durable._runs import (
+    StoreLike,
+    decide,
+    decide_sync,
+    open_store,
+    resume_plan,
+    resume_plan_sync,
+)
+from toolweave.plan.durable._sqlite import SqliteStore
+from toolweave.plan.durable._store import LEASE_SECONDS, PlanStore, RunInfo, RunStatus, StoredRun, Transition
+
+__all__ = (
+    'decide',
+    'decide_sync',
+    'LEASE_SECONDS',
+    'open_store',
+    'PlanStore',
+    'PostgresStore',
+    'resume_plan',
+    'resume_plan_sync',
+    'RunInfo',
+    'RunStatus',
+    'SqliteStore',
+    'StoredRun',
+    'StoreLike',
+    'Transition',
+)
+
+_present('toolweave.plan.durable', __all__, globals())

@@ -1,0 +1,153 @@
+"""What a durable run writes and reads back: the plan as JSON and its hash, a step's record as a transition, and
+the state of every step folded from its transitions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from toolweave.approval import ReviewDecision
+from toolweave.exceptions import UserError
+from toolweave.plan._executor import Prefill
+from toolweave.plan._model import Plan, PlanStep, StepStatus
+from toolweave.plan._record import StepRecord, parse_output
+from toolweave.plan.durable._store import Transition
+
+__all__ = (
+    'Folded',
+    'decision_data',
+    'decision_from',
+    'dumps',
+    'fold',
+    'plan_data',
+    'plan_from_data',
+    'plan_hash',
+    'transition_of',
+)
+
+IS_TEXT = 1
+FROM_OUTPUT = 2
+
+
+def dumps(data: Any) -> str:
+    """Compact, key-sorted JSON: the same data always gives the same text."""
+    return json.dumps(data, ensure_ascii=False, separators=(',', ':'), sort_keys=True, allow_nan=False)
+
+
+def plan_data(plan: Plan) -> dict[str, Any]:
+    return {
+        'steps': [{'id': s.id, 'tool': s.tool, 'arguments': s.arguments, 'description': s.description}
+                  for s in plan.steps],
+        'output_steps': None if plan.output_steps is None else list(plan.output_steps),
+        'goal': plan.goal,
+        'dialect': plan.dialect,
+    }
+
+
+def plan_from_data(data: Mapping[str, Any]) -> Plan:
+    steps = tuple(PlanStep(s['id'], s['tool'], s['arguments'], s.get('description')) for s in data['steps'])
+    output = data.get('output_steps')
+    return Plan(steps, None if output is None else tuple(output), data.get('goal'), data.get('dialect', 'id'))
+
+
+def plan_text(plan: Plan) -> str:
+    """The plan as JSON text, or a `UserError` naming the step whose arguments are not JSON data."""
+    try:
+        return dumps(plan_data(plan))
+    except (TypeError, ValueError) as exc:
+        for step in plan.steps:
+            try:
+                dumps(step.arguments)
+            except (TypeError, ValueError):
+                raise UserError(f'Step {step.id!r} has arguments that are not JSON data ({exc}): a durable plan is '
+                                'stored as JSON. Pass dicts, lists, strings, numbers, booleans and None.') from None
+        raise UserError(f'The plan cannot be stored as JSON: {exc}.') from None
+
+
+def plan_hash(text: str) -> str:
+    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()
+
+
+def decision_data(decision: ReviewDecision) -> dict[str, Any]:
+    return {'kind': decision.kind, 'revised': decision.revised, 'reason': decision.reason}
+
+
+def decision_from(data: Mapping[str, Any]) -> ReviewDecision:
+    return ReviewDecision(data['kind'], data.get('revised'), data.get('reason'))
+
+
+def transition_of(record: StepRecord, status: StepStatus, at: float,
+                  detail: Mapping[str, Any] | None) -> Transition:
+    """The transition a record's move to `status` is stored as (a successful step keeps its output once: its
+    value too only when it is not read from the output)."""
+    if status == 'succeeded':
+        if record.from_output:
+            return Transition(record.id, status, at, None, record.output, None,
+                              FROM_OUTPUT | (IS_TEXT if record.is_text else 0))
+        return Transition(record.id, status, at, None, record.output, dumps(record.ref_value),
+                          IS_TEXT if record.is_text else 0)
+    assert status != 'pending'
+    return Transition(record.id, status, at, record.error, None, None, 0, None if not detail else dumps(detail))
+
+
+def prefill(t: Transition) -> Prefill:
+    """The record of a step that ended, rebuilt from its last transition."""
+    if t.status != 'succeeded':
+        assert t.status == 'failed' or t.status == 'skipped'
+        return Prefill(t.status, None, None, False, False, t.error)
+    output = t.output or ''
+    if t.flags & FROM_OUTPUT:
+        value, is_text = (output, True) if t.flags & IS_TEXT else parse_output(output)
+        return Prefill('succeeded', output, value, is_text, True, None)
+    return Prefill('succeeded', output, json.loads(t.value or 'null'), bool(t.flags & IS_TEXT), False, None)
+
+
+@dataclass(slots=True)
+class StepState:
+    """One step as its transitions leave it."""
+
+    last: Transition | None = None
+    """The last transition other than `ready` and `decided`."""
+    decision: ReviewDecision | None = None
+    """The last decision recorded for the step (it stays: a step run again after a crash is not asked again)."""
+    decided_last: bool = False
+    """Whether that decision came after the last other transition (a parked step with a decision to run under)."""
+
+
+@dataclass(slots=True)
+class Folded:
+    """Every step's state in a stored run, keyed by step id."""
+
+    steps: dict[str, StepState] = field(default_factory=dict[str, StepState])
+
+    def state(self, step_id: str) -> StepState:
+        return self.steps.get(step_id) or StepState()
+
+
+def fold(transitions: Sequence[Transition]) -> Folded:
+    folded = Folded()
+    steps = folded.steps
+    for t in transitions:
+        if t.item is not None:
+            continue  # per-element transitions of a step that runs one call per element: kept, not folded yet
+        state = steps.get(t.step_id)
+        if state is None:
+            state = steps[t.step_id] = StepState()
+        if t.status == 'ready':
+            continue
+        if t.status == 'decided':
+            state.decision = decision_from(json.loads(t.detail or '{}'))
+            state.decided_last = True
+            continue
+        state.last = t
+        state.decided_last = False
+    return folded
+
+
+def when(at: float) -> str:
+    """A stored time for people: `2026-05-20 14:03:07 UTC`."""
+    return datetime.fromtimestamp(at, UTC).strftime('%Y-%m-%d %H:%M:%S UTC')
