@@ -494,7 +494,7 @@ async def execute(
     concurrency: int | None = None,
     step_timeout: float | None = None,
     timeout: float | None = None,  # noqa: ASYNC109
-    missing_field: MissingField = 'null',
+    missing_field: MissingField = 'error',
     context: ToolCallContext = ToolCallContext.EMPTY,
     on_event: EventHandler | None = None,
     max_output_chars: int | None = None,

@@ -128,7 +128,7 @@ class PlanTool(Tool):
         concurrency: int | None = None,
         step_timeout: float | None = None,
         timeout: float | None = None,
-        missing_field: MissingField = 'null',
+        missing_field: MissingField = 'error',
         max_steps: int = _MODEL_MAX_STEPS,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         review_handler: ReviewHandler | None = None,

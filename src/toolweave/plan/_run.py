@@ -31,7 +31,7 @@ class RunOptions:
     concurrency: int | None = None
     step_timeout: float | None = None
     timeout: float | None = None
-    missing_field: MissingField = 'null'
+    missing_field: MissingField = 'error'
     max_steps: int = DEFAULT_MAX_STEPS
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
     review_handler: ReviewHandler | None = None
@@ -75,7 +75,7 @@ async def run_plan(
     concurrency: int | None = None,
     step_timeout: float | None = None,
     timeout: float | None = None,  # noqa: ASYNC109
-    missing_field: MissingField = 'null',
+    missing_field: MissingField = 'error',
     max_steps: int = DEFAULT_MAX_STEPS,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     review_handler: ReviewHandler | None = None,
@@ -91,8 +91,8 @@ async def run_plan(
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take; a step that takes longer fails like a raised exception.
         timeout: seconds the whole plan may take; steps still unfinished then are recorded as `cancelled`.
-        missing_field: what a reference to a field that does not exist gives: `'null'`, or `'error'` (the step
-            fails with a message listing the keys that do exist). In index-based plans a reference to a missing (or
+        missing_field: what a reference to a field that does not exist gives: `'error'` (the default: the step
+            fails with a message naming the reference and the keys that do exist), or `'null'`. In index-based plans a reference to a missing (or
             null) field always fails its step: those values are spliced into text, where `null` would pass for data.
         max_steps: plans with more steps are rejected.
         max_output_chars: where each value in `PlanRun.summary` is cut (`None`: never).
@@ -134,7 +134,7 @@ def run_plan_sync(
     concurrency: int | None = None,
     step_timeout: float | None = None,
     timeout: float | None = None,
-    missing_field: MissingField = 'null',
+    missing_field: MissingField = 'error',
     max_steps: int = DEFAULT_MAX_STEPS,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     review_handler: ReviewHandler | None = None,
