@@ -47,7 +47,8 @@ ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
 
 PREFIX = '$ref:'
 EMBEDDED = re.compile(r'\\\{\{|\{\{\s*(\$ref:|\$item\b|\$index\b)(.*?)\s*\}\}')
-"""`\\{{` (a literal `{{`), or an embedded reference: group 1 its kind (`$ref:`, `$item`, `$index`), group 2 the rest."""
+"""`\\{{` (a literal `{{`), or an embedded reference: group 1 its kind (`$ref:`, `$item`, `$index`), group 2
+the rest."""
 ITEM = '$item'
 INDEX = '$index'
 ITEM_POSITION = -1

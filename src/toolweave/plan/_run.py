@@ -92,8 +92,9 @@ async def run_plan(
         step_timeout: seconds one step may take; a step that takes longer fails like a raised exception.
         timeout: seconds the whole plan may take; steps still unfinished then are recorded as `cancelled`.
         missing_field: what a reference to a field that does not exist gives: `'error'` (the default: the step
-            fails with a message naming the reference and the keys that do exist), or `'null'`. In index-based plans a reference to a missing (or
-            null) field always fails its step: those values are spliced into text, where `null` would pass for data.
+            fails with a message naming the reference and the keys that do exist), or `'null'`. In index-based
+            plans a reference to a missing (or null) field always fails its step: those values are spliced into
+            text, where `null` would pass for data.
         max_steps: plans with more steps are rejected.
         max_output_chars: where each value in `PlanRun.summary` is cut (`None`: never).
         review_handler: reviews each step whose tool requires approval (with the resolved arguments), together

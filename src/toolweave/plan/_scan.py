@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -123,8 +123,8 @@ def _path_text(trail: Sequence[Segment]) -> str:
 class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
-    __slots__ = ('deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known', 'problems',
-                 'step_index', 'suggest', 'table', 'trail')
+    __slots__ = ('check', 'deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known',
+                 'problems', 'step_index', 'suggest', 'table', 'trail')
 
     def __init__(self, ids: Mapping[str, int], dialect: str,
                  earlier: Mapping[str, Mapping[str, Any]] | None = None) -> None:
@@ -133,6 +133,8 @@ class Scanner:
         """Earlier plans of the same agent run, by name: their step records by step id."""
         self.external: list[Any] = []
         """The records of earlier plans' steps this plan refers to, in order of first reference."""
+        self.check: Callable[[int, tuple[Segment, ...], str], str | None] | None = None
+        """Checks a newly bound reference to a step of this plan (position, path, text): a problem, or `None`."""
         self.field = 'arguments'
         self.items = False
         """Whether `$item` and `$index` may be used (in the arguments of a `for_each` step)."""
@@ -186,7 +188,17 @@ class Scanner:
             )
             return None
         self.deps.append(index)
+        if self.check is not None:
+            self.checked(index, ref.path, written)
         return (ref.step, ref.path, written, index)
+
+    def checked(self, position: int, path: tuple[Segment, ...], written: str) -> None:
+        assert self.check is not None
+        problem = self.check(position, path, written)
+        if problem is not None:
+            step = [sid for sid, i in self.ids.items() if i == position][:1]
+            self.problems.append(f'{self.where()}: reference {_short(written)} cannot resolve: {problem} (in the '
+                                 f'output schema of step {step[0] if step else position!r}). Refer to a field it has.')
 
     def bind_external(self, ref: Ref, written: str) -> Bound | None:
         """A reference to a step of an earlier plan of the agent run: a constant, not a dependency."""
@@ -320,7 +332,10 @@ class Scanner:
                 step, dotted = simple.groups()
                 position = self.ids[step]
                 self.deps.append(position)
-                self.table.whole[value] = (step, tuple(dotted[1:].split('.')) if dotted else (), value, position)
+                path = tuple(dotted[1:].split('.')) if dotted else ()
+                self.table.whole[value] = (step, path, value, position)
+                if self.check is not None:
+                    self.checked(position, path, value)
                 return True
             if simple is not None:
                 ref = Ref(simple.group(1), (), value)

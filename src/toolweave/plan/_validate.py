@@ -13,9 +13,10 @@ from itertools import accumulate
 from typing import Any
 
 from toolweave.exceptions import UnknownToolError
+from toolweave.plan._contracts import Contracts
 from toolweave.plan._expr import Expression, ExpressionError, compile_expression
 from toolweave.plan._model import Plan, PlanStep
-from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, describe_type, parse_lenient, step_label
+from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, describe_type, excerpt, parse_lenient, step_label
 from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._scan import RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
@@ -111,6 +112,7 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
     deps: list[tuple[int, ...]] = []
     kinds: dict[int, StepKind] = {}
     scanner = Scanner(ids, plan.dialect, earlier)
+    contracts, check_literals = _contracts(resolved, plan, scanner)
     reported = parsed.reported
     for index, step in enumerate(steps):
         arguments = step.arguments
@@ -128,7 +130,13 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
             found, changes, messages = [], False, ['arguments: nested too deeply to check. Use fewer levels of '
                                                    'nested objects and arrays.']
         if not plain:
-            kinds[index] = _prepare_kind(step, index, scanner, found, messages, max_items)
+            messages = list(messages)  # a list of this step's own (the scanner reuses an empty one)
+            kinds[index] = _prepare_kind(step, index, scanner, found, messages, max_items, contracts)
+        tool = resolved[index]
+        if check_literals and tool is not None:
+            more = contracts.check_step(tool, arguments, changes, scanner.table)
+            if more:
+                messages = [*messages, *more]
         if messages:
             label = _label(plan, index)
             for message in messages:
@@ -146,6 +154,16 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
         return None, problems
     return Prepared(plan, resolved, rewrite, scanner.table, deps, dependents, waves, kinds, scanner.external,
                     max_items), problems
+
+
+def _contracts(resolved: list[Tool | None], plan: Plan, scanner: Scanner) -> tuple[Contracts, bool]:
+    """The tools' contracts; references are checked against output schemas when a tool declares one, literals
+    against input schemas when a tool's schema restricts anything."""
+    contracts = Contracts(resolved, plan.steps)
+    distinct = {id(tool): tool for tool in resolved if tool is not None}
+    if any(contracts.of(tool).output is not None for tool in distinct.values()):
+        scanner.check = contracts.check_reference
+    return contracts, not all(contracts.of(tool).permissive for tool in distinct.values())
 
 
 def _scan_field(scanner: Scanner, value: Any, index: int, field: str, found: list[int],
@@ -169,7 +187,7 @@ def _compile(text: str, field: str, messages: list[str]) -> Expression | None:
 
 
 def _prepare_kind(step: PlanStep, index: int, scanner: Scanner, found: list[int], messages: list[str],
-                  max_items: int) -> StepKind:
+                  max_items: int, contracts: Contracts) -> StepKind:
     """Scan and compile a step's `from`/`select`, `for_each` and `when`; their references join `found`."""
     kind = StepKind()
     if step.source is not None:
@@ -180,10 +198,15 @@ def _prepare_kind(step: PlanStep, index: int, scanner: Scanner, found: list[int]
     if step.for_each is not None:
         kind.for_each = step.for_each
         kind.for_each_rewrite = _scan_field(scanner, step.for_each, index, 'for_each', found, messages)
+        if isinstance(step.for_each, str) and kind.for_each_rewrite:
+            types = contracts.reference(step.for_each).types
+            if types is not None and 'array' not in types:
+                messages.append(f'for_each: {step.for_each!r} gives {"/".join(sorted(types))}, not a list. Refer to '
+                                'a list (for example a field holding one), or make one with a select step first.')
         if not kind.for_each_rewrite:
             if not isinstance(step.for_each, list):
                 messages.append(f'for_each: must be a reference to a list (like "$ref:search.items") or an array, '
-                                f'got {describe_type(step.for_each)}.')
+                                f'got {describe_type(step.for_each)} {excerpt(step.for_each)}.')
             elif len(step.for_each) > max_items:
                 messages.append(f'for_each: {len(step.for_each)} elements, more than the limit of {max_items}. '
                                 'Narrow the list with a select step first, or raise `max_items`.')
