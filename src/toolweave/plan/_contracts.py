@@ -187,7 +187,8 @@ def output_schema(tool: Tool) -> Mapping[str, Any] | None:
 class Contract:
     """One tool's input schema, prepared to check literal arguments quickly, and its output schema."""
 
-    __slots__ = ('_broken', '_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required', 'schema', 'simple')
+    __slots__ = ('_broken', '_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required',
+                 'schema', 'simple')
 
     def __init__(self, tool: Tool) -> None:
         definition = tool.definition
