@@ -30,6 +30,19 @@ def test_schema() -> None:
     definition = PlanTool(Toolset([echo_tool()])).definition
     assert definition.name == 'execute_tool_plan'
     assert 'plan' in definition.description
+    # the default, compact schema: small, not strict; the step shapes are in the description
+    assert definition.metadata.strict is False
+    assert definition.parameters == {
+        'type': 'object', 'required': ['steps'],
+        'properties': {'steps': {'type': 'array', 'items': {'type': 'object'}},
+                       'output_steps': {'type': 'array', 'items': {'type': 'string'}}}}
+    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', '"from"', '"select"', '"for_each"', '"$item.field"',
+                   '"when"', 'output_steps'):
+        assert needle in definition.description
+
+
+def test_string_schema_is_strict() -> None:
+    definition = PlanTool(Toolset([echo_tool()]), plan_schema='string').definition
     schema = definition.parameters
     # strict mode on: every property is required, so `output_steps` is nullable instead of optional.
     assert definition.metadata.strict is True
@@ -46,10 +59,10 @@ def test_schema() -> None:
 def test_instructions() -> None:
     text = toolweave.planning_instructions()
     assert text.startswith('# Tool Planning\n')
-    for needle in ('`id`', '`tool`', '`arguments`', '"$ref:step_id"', '"$ref:step_id.field"', '{{$ref:',
-                   '`output_steps`', 'parallel'):
+    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', '"$ref:ID.field"', '{{$ref:', '"output_steps"',
+                   'parallel', '"from"', '"select"', '"for_each"', '"$item.field"', '"$index"', '"when"', 'Example:'):
         assert needle in text
-    assert len(text) < 1600
+    assert len(text) < 1000
     assert PlanTool([echo_tool()], name='plan_it').instructions().count('`plan_it`') == 1
 
 

@@ -16,7 +16,7 @@ from toolweave.plan._executor import execute
 from toolweave.plan._model import EventHandler, MissingField, Plan
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
-from toolweave.plan._validate import as_toolset, prepare
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare
 from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_STEPS', 'RunOptions', 'run_parsed', 'run_plan', 'run_plan_sync')
@@ -35,6 +35,7 @@ class RunOptions:
     max_steps: int = DEFAULT_MAX_STEPS
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
     review_handler: ReviewHandler | None = None
+    max_items: int = DEFAULT_MAX_ITEMS
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -46,6 +47,7 @@ class RunOptions:
         check_number(self.max_output_chars, 'max_output_chars (None: never cut)', integer=True, minimum=1,
                      optional=True)
         check_review_handler(self.review_handler, 'The plan run')
+        check_number(self.max_items, 'max_items', integer=True, minimum=1)
 
 
 def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
@@ -55,8 +57,13 @@ def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
 
 
 async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, context: ToolCallContext,
-                     on_event: EventHandler | None, refused: frozenset[str] = frozenset()) -> PlanRun:
-    prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, extra_refused=refused)
+                     on_event: EventHandler | None, refused: frozenset[str] = frozenset(),
+                     earlier: Mapping[str, PlanRun] | None = None, name: str | None = None) -> PlanRun:
+    """Validate and run; `earlier` are the plans of the same agent run a reference may name
+    (`"$ref:<plan>/<step>..."`), `name` this plan's own name there."""
+    steps = {plan: {record.id: record for record in run.steps} for plan, run in (earlier or {}).items()}
+    prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
+                                 extra_refused=refused, earlier=steps)
     if prepared is None:
         raise PlanValidationError(problems.messages())
     run = partial(execute, prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
@@ -65,6 +72,7 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     with record_approvals() as log, use_review_handler(options.review_handler):
         result = await run()
     result.approvals = log.records
+    result.name = name
     return result
 
 
@@ -81,6 +89,7 @@ async def run_plan(
     review_handler: ReviewHandler | None = None,
     context: Mapping[str, Any] | None = None,
     on_event: EventHandler | None = None,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -100,7 +109,10 @@ async def run_plan(
         review_handler: reviews each step whose tool requires approval (with the resolved arguments), together
             with the reviewers the caller installed (the stricter decision wins).
         context: out-of-band values passed to every tool call.
-        on_event: called synchronously as each step starts and finishes; keep it cheap.
+        on_event: called synchronously as each step starts and finishes (and as each `for_each` element
+            finishes); keep it cheap.
+        max_items: the most elements a `for_each` step may run over; a longer list fails the step (a literal one
+            fails validation).
 
     Returns:
         The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
@@ -122,7 +134,7 @@ async def run_plan(
     ```
     """
     options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                         review_handler)
+                         review_handler, max_items)
     toolset = as_toolset(tools)
     return await run_parsed(to_parsed(plan), toolset, options, context=ToolCallContext.of(context),
                             on_event=on_event)
@@ -141,9 +153,10 @@ def run_plan_sync(
     review_handler: ReviewHandler | None = None,
     context: Mapping[str, Any] | None = None,
     on_event: EventHandler | None = None,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments)."""
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
                              max_output_chars=max_output_chars, review_handler=review_handler, context=context,
-                             on_event=on_event))
+                             on_event=on_event, max_items=max_items))
