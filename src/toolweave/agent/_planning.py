@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolweave.agent._events import PlanStepFinished, PlanStepStarted
+from toolweave.agent._events import PlanItemFinished, PlanStepFinished, PlanStepStarted
 from toolweave.agent._process import AgentProcess, current_process
 from toolweave.plan import PlanEvent, PlanRun, PlanTool
 from toolweave.tools import DelegatingTool, ToolArguments, ToolCallContext, ToolResult, Toolset
@@ -18,6 +18,9 @@ def forward_plan_event(event: PlanEvent) -> None:
     """Turn a plan executor event into an agent event of the process the plan runs in."""
     process = current_process()
     if process is None:
+        return
+    if event.item is not None:
+        process.emit(PlanItemFinished(process_id=process.id, time=process.elapsed(), step=event.step, item=event.item))
         return
     kind = PlanStepStarted if event.kind == 'step_started' else PlanStepFinished
     process.emit(kind(process_id=process.id, time=process.elapsed(), step=event.step))

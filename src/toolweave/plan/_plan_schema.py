@@ -33,6 +33,9 @@ _DROPPED = frozenset({'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximu
                       'maxProperties', 'title', 'default', 'examples', '$schema'})
 """Keywords strict modes reject or ignore; the plan's validation still checks them against the tool's schema."""
 _REF = {'$ref': '#/$defs/ref'}
+_REF_PATTERN = '^[$][^"\\\\]*$'
+"""A reference: `$` first, and no quote or backslash (a grammar built from `.*` would let the string run past its
+closing quote)."""
 _NULL = {'type': 'null'}
 
 
@@ -223,7 +226,7 @@ def typed_schema(definitions: Iterable[ToolDefinition]) -> dict[str, Any]:
                        'output_steps': {'anyOf': [{'type': 'array', 'items': {'type': 'string'}}, _NULL]}},
         'required': ['steps', 'output_steps'],
         'additionalProperties': False,
-        '$defs': {'ref': {'type': 'string', 'pattern': '^[$]',
+        '$defs': {'ref': {'type': 'string', 'pattern': _REF_PATTERN,
                           'description': '"$ref:STEP.field", or in for_each arguments "$item.field" / "$index"'}},
     }
 
