@@ -33,7 +33,7 @@ def compile_expression(text: str) -> Expression:
         return jmespath.compile(text)
     except ParseError as exc:
         position = exc.lex_position if isinstance(exc.lex_position, int) else len(text)
-        token = '' if exc.token_value in (None, '') else f' at {exc.token_value!r}'
+        token = '' if exc.token_value in (None, '') else f", near '{exc.token_value}'"
         reason = str(getattr(exc, 'message', '') or exc.msg).rstrip('.')
         if type(exc).__name__ == 'IncompleteExpressionError':
             reason = 'the expression ends too early'
