@@ -22,7 +22,8 @@ class Level(TypedDict):
     warehouse: str
 
 
-PRODUCTS = [{'id': i, 'name': f'laptop {i}', 'price': 400 + 150 * i, 'rating': (i * 7) % 5} for i in range(10)]
+PRODUCTS: list[dict[str, Any]] = [{'id': i, 'name': f'laptop {i}', 'price': 400 + 150 * i, 'rating': (i * 7) % 5}
+                                   for i in range(10)]
 
 
 @tool
@@ -47,7 +48,7 @@ def notify(text: str) -> str:
 
 
 TOOLS = [search, get_reviews, notify]
-CHEAP_TOP3 = "[?price < `1000`] | sort_by(@, &rating) | reverse(@) | [:3]"
+CHEAP_TOP3 = '[?price < `1000`] | sort_by(@, &rating) | reverse(@) | [:3]'
 
 
 async def run(steps: list[dict[str, Any]], tools: list[Any] = TOOLS, **options: Any) -> toolweave.PlanRun:

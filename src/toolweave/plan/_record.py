@@ -357,8 +357,9 @@ class PlanRun:
     def _preview(self, record: StepRecord, text: str, limit: int) -> str:
         """The first `limit` characters, and how to use the whole value without copying it."""
         if self.name is not None:
-            how = (f'the whole value stays available: refer to it as "$ref:{self.name}/{record.id}" (or a field of '
-                   'it) in your next plan, with a select step to keep only what you need')
+            handle = f'$ref:{self.name}/{record.id}'  # no quotes: the note sits inside a JSON string
+            how = (f'the whole value stays available: refer to it as {handle} (or {handle}.field) in your next '
+                   'plan, with a select step to keep only what you need')
         else:
             how = 'a select step in the plan can keep only the part you need'
         return f'{text[:limit]}... [cut {len(text) - limit} of {len(text)} characters; {how}]'

@@ -212,9 +212,10 @@ class Scanner:
         record = records.get(step)
         if record is None or record.status != 'succeeded':
             listed = ', '.join(sid for sid, r in records.items() if r.status == 'succeeded')
-            what = 'has no step' if record is None else f'has step {step!r}, but it {record.status}; plan {plan} has no'
-            self.problems.append(f'{self.where()}: reference {_short(written)}: plan {plan!r} {what} successful step '
-                                 f'{step!r}. Its steps with a value: {listed or "(none)"}.')
+            what = (f'plan {plan!r} has no step {step!r}' if record is None
+                    else f'step {step!r} of plan {plan!r} {record.status}, so it has no value')
+            self.problems.append(f'{self.where()}: reference {_short(written)}: {what}. Its steps with a value: '
+                                 f'{listed or "(none)"}.')
             return None
         try:
             k = self.external.index(record)
