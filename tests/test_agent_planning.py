@@ -49,7 +49,7 @@ def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:
     assert names == ['a', 'b', 'execute_tool_plan'] and names.count('execute_tool_plan') == 1
     assert agent.instructions.startswith('Help.\n\n# Tool Planning')
     assert agent.instructions.endswith(planning_instructions())
-    assert all(word in agent.instructions for word in ('$ref:ID', 'output_steps', 'parallel'))
+    assert all(word in agent.instructions for word in ('execute_tool_plan', 'output_steps', '$ref:'))
 
 
 def test_planning_without_tools_registers_nothing() -> None:

@@ -36,7 +36,7 @@ def test_schema() -> None:
         'type': 'object', 'required': ['steps'],
         'properties': {'steps': {'type': 'array', 'items': {'type': 'object'}},
                        'output_steps': {'type': 'array', 'items': {'type': 'string'}}}}
-    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', '"from"', '"select"', '"for_each"', '"$item.field"',
+    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', '"from"', '"select"', '"for_each"', '"$item.f"',
                    '"when"', 'output_steps'):
         assert needle in definition.description
 
@@ -56,13 +56,17 @@ def test_string_schema_is_strict() -> None:
                                                                        'arguments': 'string'}
 
 
-def test_instructions() -> None:
+def test_instructions_and_description_teach_the_language_together_in_few_tokens() -> None:
     text = toolweave.planning_instructions()
+    description = PlanTool(Toolset([echo_tool()])).definition.description
     assert text.startswith('# Tool Planning\n')
-    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', '"$ref:ID.field"', '{{$ref:', '"output_steps"',
-                   'parallel', '"from"', '"select"', '"for_each"', '"$item.field"', '"$index"', '"when"', 'Example:'):
+    # the prompt says when to plan and shows one example; the tool's description has the syntax
+    for needle in ('"output_steps"', 'Example:', '"from"', '"select"', '"for_each"', '"$item.id"'):
         assert needle in text
-    assert len(text) < 1000
+    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', '"$ref:ID.field[0]"', '{{$ref:', 'parallel', '"from"',
+                   '"select"', '"for_each"', '"$item.f"', '"$index"', '"when"', 'output_steps'):
+        assert needle in description
+    assert (len(text) + len(description)) / 4 < 250
     assert PlanTool([echo_tool()], name='plan_it').instructions().count('`plan_it`') == 1
 
 

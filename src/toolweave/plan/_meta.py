@@ -45,11 +45,10 @@ logger = logging.getLogger('toolweave.plan')
 _MODEL_MAX_STEPS = 1000
 
 _ID_DESCRIPTION = (
-    'Run tool calls as one plan. steps: [{"id", "tool", "arguments": {...}}]; an argument "$ref:ID" or '
-    '"$ref:ID.field[0]" ("{{$ref:ID.field}}" in text) uses an earlier result; independent steps run in parallel. '
-    'A step may instead be {"id", "from": "$ref:ID", "select": JMESPath}, call its tool per element with '
-    '"for_each": "$ref:ID" ("$item.field", "$index" in arguments), or run only "when": {"from", "select"} is true. '
-    'Returns output_steps (default: all) as JSON.'
+    'Run tool calls as one plan: steps [{"id", "tool", "arguments"}]; "$ref:ID" or "$ref:ID.field[0]" '
+    '("{{$ref:ID.f}}" in text) passes an earlier result; independent steps run in parallel. Without a tool, '
+    '{"id", "from": "$ref:ID", "select": JMESPath} shapes data. "for_each": "$ref:ID" calls the tool per element '
+    '("$item.f", "$index"); "when": {"from", "select"} runs a step only if true. Returns output_steps (default all).'
 )
 _INDEX_DESCRIPTION = (
     'Execute a multi-step plan in a single call. `plan` is a JSON string: {"goal": "...", "steps": [{"tool": '
@@ -68,17 +67,12 @@ def _index_schema() -> dict[str, Any]:
 
 
 def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
-    """The "# Tool Planning" section an agent appends to its instructions when planning is on."""
+    """The "# Tool Planning" section an agent appends to its instructions when planning is on: when to plan, and
+    one example (the tool's description has the syntax)."""
     return (
         '# Tool Planning\n'
-        f'Call `{tool_name}` once with all the tool calls you can already plan, instead of one call per turn.\n'
-        '- A step: {"id", "tool", "arguments"}. "$ref:ID" (or "$ref:ID.field", "$ref:ID.items[0]") passes an '
-        'earlier result; "{{$ref:ID.field}}" splices it into text. Independent steps run in parallel; a failed '
-        'step skips the steps using it.\n'
-        '- Shape data instead of reading it: {"id", "from": "$ref:ID", "select": JMESPath} filters, sorts, '
-        'counts, joins. "for_each": "$ref:ID" calls the tool per element ("$item", "$item.field", "$index" in '
-        'arguments). "when": {"from": "$ref:ID", "select": JMESPath} runs a step only if true.\n'
-        '- Return only what you need in "output_steps".\n'
+        f'Prefer one `{tool_name}` call holding every tool call you can already plan. Filter, sort, count and join '
+        'inside the plan, and list in "output_steps" only what your answer needs.\n'
         'Example: {"steps": [{"id": "s", "tool": "search", "arguments": {"q": "laptop"}}, {"id": "top", "from": '
         '"$ref:s", "select": "sort_by(@, &price)[:3]"}, {"id": "r", "tool": "reviews", "for_each": "$ref:top", '
         '"arguments": {"id": "$item.id"}}], "output_steps": ["top", "r"]}'
