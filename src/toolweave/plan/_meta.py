@@ -45,10 +45,9 @@ logger = logging.getLogger('toolweave.plan')
 _MODEL_MAX_STEPS = 1000
 
 _ID_DESCRIPTION = (
-    'Run tool calls as one plan: steps [{"id", "tool", "arguments"}]; "$ref:ID" or "$ref:ID.field[0]" '
-    '("{{$ref:ID.f}}" in text) passes an earlier result; independent steps run in parallel. Without a tool, '
-    '{"id", "from": "$ref:ID", "select": JMESPath} shapes data. "for_each": "$ref:ID" calls the tool per element '
-    '("$item.f", "$index"); "when": {"from", "select"} runs a step only if true. Returns output_steps (default all).'
+    'Run tool calls as one plan: steps [{"id", "tool", "arguments"}]; "$ref:ID" or "$ref:ID.field" in arguments '
+    'passes an earlier result. Steps may also select (JMESPath), loop (for_each) or wait on a condition (when): see '
+    'the Tool Planning instructions.'
 )
 _INDEX_DESCRIPTION = (
     'Execute a multi-step plan in a single call. `plan` is a JSON string: {"goal": "...", "steps": [{"tool": '
@@ -67,12 +66,17 @@ def _index_schema() -> dict[str, Any]:
 
 
 def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
-    """The "# Tool Planning" section an agent appends to its instructions when planning is on: when to plan, and
-    one example (the tool's description has the syntax)."""
+    """The "# Tool Planning" section an agent appends to its instructions when planning is on (and an MCP gateway
+    sends as its instructions): when to plan, the syntax, one example. The tool's own description stays short."""
     return (
         '# Tool Planning\n'
-        f'Prefer one `{tool_name}` call holding every tool call you can already plan. Filter, sort, count and join '
-        'inside the plan, and list in "output_steps" only what your answer needs.\n'
+        f'Prefer one `{tool_name}` call holding every tool call you can already plan; shape the data inside it and '
+        'return only what your answer needs ("output_steps").\n'
+        '- "$ref:ID" or "$ref:ID.items[0].name" passes an earlier result ("{{$ref:ID.field}}" inside text). '
+        'Independent steps run in parallel; a failed step skips the steps using it.\n'
+        '- {"id", "from": "$ref:ID", "select": JMESPath} filters, sorts, counts or joins, with no tool.\n'
+        '- "for_each": "$ref:ID" calls the step\'s tool per element ("$item", "$item.field", "$index" in arguments).\n'
+        '- "when": {"from": "$ref:ID", "select": JMESPath} runs a step only if true.\n'
         'Example: {"steps": [{"id": "s", "tool": "search", "arguments": {"q": "laptop"}}, {"id": "top", "from": '
         '"$ref:s", "select": "sort_by(@, &price)[:3]"}, {"id": "r", "tool": "reviews", "for_each": "$ref:top", '
         '"arguments": {"id": "$item.id"}}], "output_steps": ["top", "r"]}'
