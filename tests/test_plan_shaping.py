@@ -328,3 +328,12 @@ async def test_malformed_step_kinds_are_reported_with_the_fix() -> None:
         'array, got number 3.',
         "steps[5] (id 'bad_select'): \"select\" must be a JMESPath expression string, got number 5.",
     ]
+
+
+async def test_a_stray_item_reference_seen_before_is_reported_where_it_is() -> None:
+    found = await problems([{'id': 'e', 'tool': 'notify', 'for_each': ['a'], 'arguments': {'text': '$item'}},
+                            {'id': 'n', 'tool': 'notify', 'arguments': {'text': '$item'}},
+                            {'id': 'm', 'tool': 'notify', 'arguments': {'text': ['$item']}}])
+    assert [p.split(": '$item'")[0] for p in found if 'only defined' in p] == [
+        "steps[1] (id 'n'): arguments.text", "steps[2] (id 'm'): arguments.text[0]"]
+    assert found[-1] == "steps[2] (id 'm'): arguments.text: ['$item'] is not of type 'string'."

@@ -39,6 +39,9 @@ class Reference:
         self.text = text
         self.types = types
 
+    def __repr__(self) -> str:
+        return repr(self.text)
+
 
 # --- reading schemas ----------------------------------------------------------------------------------------------
 
@@ -236,6 +239,35 @@ class Contract:
             return []
         return self._check_full(arguments, validator)
 
+    def check_flat(self, arguments: Mapping[str, Any], with_refs: tuple[Any, ...], whole: Mapping[str, Any],
+                   types: Mapping[str, frozenset[str] | None]) -> list[str] | None:
+        """The quick check of a flat schema straight on the plan's arguments (`with_refs`: the keys whose values
+        hold references); `None` when a literal looks wrong (the full check then says why)."""
+        simple = self.simple
+        assert simple is not None
+        for name in self.required:
+            if name not in arguments:
+                return None
+        problems: list[str] = []
+        for key, value in arguments.items():
+            wanted = simple.get(key)
+            if wanted is None:
+                if self.closed:
+                    return None
+                continue
+            kind = _SCALARS.get(type(value))
+            if with_refs and key in with_refs:
+                if kind == 'string':
+                    if value in whole and not fits(types.get(value), wanted):
+                        problems.append(self._mismatch(key, Reference(value, types.get(value)), wanted))
+                    continue  # a reference, or text with references spliced in
+                if kind not in wanted:
+                    return None
+                continue
+            if kind is None or kind not in wanted and not (kind == 'integer' and 'number' in wanted):
+                return None
+        return problems
+
     def _check_simple(self, arguments: Mapping[str, Any], simple: Mapping[str, frozenset[str]]) -> list[str] | None:
         """The quick check of a flat schema; `None` when a literal looks wrong (the full check then says why)."""
         for name in self.required:
@@ -384,8 +416,12 @@ class Contracts:
         """Problems of a step's literal arguments against its tool's input schema (references stand for values
         of the types their steps declare)."""
         contract = self.of(tool)
-        if contract.permissive or not isinstance(arguments, dict):
+        if contract.permissive or type(arguments) is not dict:
             return []
+        if contract.simple is not None and (not rewrite or type(rewrite) is tuple):
+            found = contract.check_flat(arguments, rewrite or (), table.whole, self._types)
+            if found is not None:
+                return found
         if rewrite:
             if isinstance(rewrite, tuple):
                 arguments = dict(arguments)

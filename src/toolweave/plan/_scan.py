@@ -274,7 +274,9 @@ class Scanner:
                     if ref[_POSITION] >= 0:
                         self.deps.append(ref[_POSITION])
                     else:
+                        trail.append(key)
                         self.special(ref)
+                        trail.pop()
                     rewrite = True
                     if keys is not None:
                         keys.append(key)
@@ -307,7 +309,9 @@ class Scanner:
                     if ref[_POSITION] >= 0:
                         self.deps.append(ref[_POSITION])
                     else:
+                        trail.append(index)
                         self.special(ref)
+                        trail.pop()
                     rewrite = True
                     continue
                 if not item.startswith('$') and '{{' not in item:
