@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 if TYPE_CHECKING:
     from toolweave.plan._record import ItemRecord, StepRecord
 
-__all__ = ('Condition', 'Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'StepStatus')
+__all__ = ('Condition', 'Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'StepForms',
+           'StepStatus')
 
 StepStatus: TypeAlias = Literal['pending', 'running', 'succeeded', 'failed', 'skipped', 'cancelled']
 """Where a step is: not started, running, or one of the four ends."""
@@ -32,6 +33,17 @@ class Condition:
 
 
 @dataclass(frozen=True, slots=True)
+class StepForms:
+    """What a step does besides one tool call (kept apart so that the common step stays small and quick to
+    build): its `from`/`select`, its `for_each` list, its `when` condition."""
+
+    source: Any = None
+    select: str | None = None
+    for_each: Any = None
+    when: Condition | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PlanStep:
     """One step of a plan: a tool call (once, or once per element of `for_each`), or, with no tool, a `select`
     over earlier results."""
@@ -45,25 +57,42 @@ class PlanStep:
     parse stays text: the step then fails at run time and independent steps still run."""
     description: str | None = None
     """What the step is for (index-based plans carry one per step)."""
-    source: Any = None
-    """A select step's `from`: a reference, or JSON holding references (`None`: not a select step)."""
-    select: str | None = None
-    """A select step's JMESPath expression over `source` (`None`: the value of `source` as it is)."""
-    for_each: Any = None
-    """A reference to a list (or a literal list): the tool is called once per element, `"$item"` and `"$index"`
-    in the arguments standing for the element and its position (`None`: one call)."""
-    when: Condition | None = None
-    """Run the step only if this condition holds; otherwise it is skipped, and so are its dependents."""
+    forms: StepForms | None = None
+    """`from`/`select`, `for_each` and `when`, when the step has any (read them through the properties)."""
+
+    @property
+    def source(self) -> Any:
+        """A select step's `from`: a reference, or JSON holding references (`None`: not a select step)."""
+        return None if self.forms is None else self.forms.source
+
+    @property
+    def select(self) -> str | None:
+        """A select step's JMESPath expression over `source` (`None`: the value of `source` as it is)."""
+        return None if self.forms is None else self.forms.select
+
+    @property
+    def for_each(self) -> Any:
+        """A reference to a list (or a literal list): the tool is called once per element, `"$item"` and
+        `"$index"` in the arguments standing for the element and its position (`None`: one call)."""
+        return None if self.forms is None else self.forms.for_each
+
+    @property
+    def when(self) -> Condition | None:
+        """Run the step only if this condition holds; otherwise it is skipped, and so are its dependents."""
+        return None if self.forms is None else self.forms.when
 
     @property
     def is_select(self) -> bool:
         """Whether the step evaluates an expression instead of calling a tool."""
-        return self.source is not None
+        return self.forms is not None and self.forms.source is not None
 
     @property
     def kind(self) -> str:
         """`tool`, `for_each` or `select`."""
-        return 'select' if self.source is not None else 'for_each' if self.for_each is not None else 'tool'
+        forms = self.forms
+        if forms is None:
+            return 'tool'
+        return 'select' if forms.source is not None else 'for_each' if forms.for_each is not None else 'tool'
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Condition, Dialect, Plan, PlanStep
+from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, StepForms
 
 __all__ = (
     'EMPTY_PLAN',
@@ -281,7 +281,8 @@ def _id_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, 
                             f'array, got {describe_type(for_each)} {excerpt(for_each)}.')
         reported.add((index, 'for_each'))
         for_each = None
-    return PlanStep(step_id, tool, arguments, description, for_each=for_each, when=when)
+    forms = StepForms(for_each=for_each, when=when) if for_each is not None or when is not None else None
+    return PlanStep(step_id, tool, arguments, description, forms)
 
 
 def _select_step(raw: Mapping[str, Any], step_id: str, description: str | None, when: Condition | None,
@@ -304,7 +305,7 @@ def _select_step(raw: Mapping[str, Any], step_id: str, description: str | None, 
                             f'{excerpt(select)}.')
         reported.add((index, 'select'))
         select = None
-    return PlanStep(step_id, '', {}, description, source=source, select=select, when=when)
+    return PlanStep(step_id, '', {}, description, StepForms(source, select, None, when))
 
 
 def _when(raw: Mapping[str, Any], index: int, label: str, problems: Problems,

@@ -116,7 +116,7 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
     reported = parsed.reported
     for index, step in enumerate(steps):
         arguments = step.arguments
-        plain = step.source is None and step.for_each is None and step.when is None
+        plain = step.forms is None
         if isinstance(arguments, str) or (reported and (index, 'arguments') in reported):
             if plain:
                 rewrite.append(False)
@@ -269,7 +269,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
 
     cache: dict[str, Tool] = {}
     if not reported:  # the common case: look each distinct name up once, then one list in one pass
-        for name in {step.tool for step in plan.steps if step.source is None}:
+        for name in {step.tool for step in plan.steps if step.forms is None or not step.is_select}:
             try:
                 found = tools.get(name) if name not in refused else None
             except UnknownToolError:
@@ -278,14 +278,14 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
                 break
             cache[name] = found
         else:
-            return [cache.get(step.tool) if step.source is None else None for step in plan.steps]
+            return [cache[step.tool] if step.forms is None or not step.is_select else None for step in plan.steps]
         cache.clear()
     out: list[Tool | None] = []
     available: list[str] | None = None
     suggested: dict[str, str] = {}
     for index, step in enumerate(plan.steps):
         name = step.tool
-        if step.source is not None:  # a select step calls no tool
+        if step.is_select:  # a select step calls no tool
             out.append(None)
             continue
         hit = cache.get(name)
