@@ -303,6 +303,13 @@ async def test_when_on_a_field_the_output_schema_does_not_have() -> None:
                      'Refer to a field it has.']
 
 
+async def test_a_backtick_literal_that_is_not_json_says_how_to_write_it() -> None:
+    found = await problems([{'id': 's', 'tool': 'search', 'arguments': {'query': 'x'}},
+                            {'id': 'f', 'from': '$ref:s', 'select': '[?name == `laptop 1`]'}])
+    assert found[0].startswith("steps[1] (id 'f'): select: a literal in backticks is not JSON in '[?name == `laptop "
+                               "1`]': write numbers as `1000`, strings as 'text' (single quotes) or `\"text\"`.")
+
+
 async def test_malformed_step_kinds_are_reported_with_the_fix() -> None:
     found = await problems([
         {'id': 'both', 'tool': 'notify', 'arguments': {'text': 'x'}, 'from': '$ref:x', 'select': '@'},

@@ -6,6 +6,7 @@ side effects, so an expression a model wrote can run without a sandbox.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jmespath
@@ -30,7 +31,14 @@ def compile_expression(text: str) -> Expression:
     if not text.strip():
         raise ExpressionError(f'the expression is empty. Write "@" for the whole value. {_EXAMPLES}')
     try:
-        return jmespath.compile(text)
+        with warnings.catch_warnings():
+            # jmespath still reads a backtick literal that is not JSON (`%`) as a string, with a warning that it
+            # is deprecated: say how to write it instead.
+            warnings.simplefilter('error', PendingDeprecationWarning)
+            return jmespath.compile(text)
+    except PendingDeprecationWarning:
+        raise ExpressionError(f'a literal in backticks is not JSON in {text!r}: write numbers as `1000`, strings as '
+                              f"'text' (single quotes) or `\"text\"`. {_EXAMPLES}") from None
     except ParseError as exc:
         position = exc.lex_position if isinstance(exc.lex_position, int) else len(text)
         token = '' if exc.token_value in (None, '') else f", near '{exc.token_value}'"
