@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from toolweave._public import present as _present
 from toolweave.plan._meta import PlanTool, planning_instructions
-from toolweave.plan._model import Condition, Dialect, MissingField, Plan, PlanEvent, PlanStep, StepStatus
+from toolweave.plan._model import (
+    Condition,
+    Dialect,
+    MissingField,
+    Plan,
+    PlanEvent,
+    PlanStep,
+    StepForms,
+    StepStatus,
+)
 from toolweave.plan._parse import parse_plan
 from toolweave.plan._plan_schema import PlanSchema, SchemaTooLarge
 from toolweave.plan._record import ItemRecord, PlanRun, StepRecord
@@ -29,6 +38,7 @@ __all__ = (
     'run_plan',
     'run_plan_sync',
     'SchemaTooLarge',
+    'StepForms',
     'StepRecord',
     'StepStatus',
     'validate_plan',
