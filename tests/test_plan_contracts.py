@@ -143,3 +143,21 @@ def test_the_return_annotation_is_the_output_schema_through_a_renaming_wrapper()
     assert validate_plan({'steps': [{'id': 'u', 'tool': 'user', 'arguments': {'user_id': 1}},
                                     {'id': 's', 'tool': 'send', 'arguments': {'to': '$ref:u.x', 'count': 1}}]},
                          [renamed, send])[0].startswith("steps[1] (id 's'): arguments.to: reference '$ref:u.x' cannot")
+
+
+def test_item_fields_are_checked_against_the_elements_of_the_list() -> None:
+    @tool
+    def users() -> list[User]:
+        """Every user."""
+        return []
+
+    problems = validate_plan({'steps': [
+        {'id': 'all', 'tool': 'users', 'arguments': {}},
+        {'id': 'mail', 'tool': 'send', 'for_each': '$ref:all',
+         'arguments': {'to': 'Hi {{$item.nmae}}', 'count': '$item.age'}},
+        {'id': 'zip', 'tool': 'send', 'for_each': '$ref:all', 'arguments': {'to': '$item.address.zip', 'count': 1}},
+    ]}, [users, send])
+    assert problems == [
+        "steps[1] (id 'mail'): arguments.to: reference '{{$item.nmae}}' cannot resolve: there is no field 'nmae' at "
+        'the top level; the fields there are: name, age, tags, address (in the elements of $ref:all). Refer to a '
+        'field the elements have.']

@@ -10,7 +10,7 @@ integer) is let through, as the tool would let it through at run time.
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, TypeAdapter
 
-from toolweave.plan._refs import Segment, format_path
+from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
 from toolweave.tools import FunctionTool, Tool, ToolResult
 
 __all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'output_schema', 'schema_at')
@@ -226,14 +226,10 @@ class Contract:
         return self._validator
 
     def check(self, arguments: Mapping[str, Any]) -> list[str]:
-        """Problems of `arguments` (references replaced by `Reference`s), each starting with its field."""
+        """Problems of `arguments` (references replaced by `Reference`s), each starting with its field, found by
+        the JSON Schema validator."""
         if self.permissive:
             return []
-        simple = self.simple
-        if simple is not None:
-            problems = self._check_simple(arguments, simple)
-            if problems is not None:
-                return problems
         validator = self.validator()
         if validator is None:
             return []
@@ -266,29 +262,6 @@ class Contract:
                 continue
             if kind is None or kind not in wanted and not (kind == 'integer' and 'number' in wanted):
                 return None
-        return problems
-
-    def _check_simple(self, arguments: Mapping[str, Any], simple: Mapping[str, frozenset[str]]) -> list[str] | None:
-        """The quick check of a flat schema; `None` when a literal looks wrong (the full check then says why)."""
-        for name in self.required:
-            if name not in arguments:
-                return None
-        problems: list[str] = []
-        for key, value in arguments.items():
-            wanted = simple.get(key)
-            if wanted is None:
-                if self.closed:
-                    return None
-                continue
-            if isinstance(value, Reference):
-                if not fits(value.types, wanted):
-                    problems.append(self._mismatch(key, value, wanted))
-                continue
-            kind = _SCALARS.get(type(value))
-            if kind is None or kind not in wanted and not (kind == 'integer' and 'number' in wanted):
-                return None
-            if kind == 'object' and _holds_reference(value):
-                continue
         return problems
 
     def _check_full(self, arguments: Mapping[str, Any], validator: Draft202012Validator) -> list[str]:
@@ -347,6 +320,23 @@ def _coercible(value: Any, wanted: Any) -> bool:
     return False
 
 
+def _item_refs(value: Any, where: str, table: Any) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """`(field, bound reference)` for every `$item` reference in `value` (whole strings and spliced ones)."""
+    if isinstance(value, str):
+        bound = table.whole.get(value)
+        if bound is not None and bound[3] == ITEM_POSITION:
+            yield where, bound
+        for part in table.templates.get(value, ()):
+            if not isinstance(part, str) and part[3] == ITEM_POSITION:
+                yield where, part
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _item_refs(item, f'{where}.{key}', table)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _item_refs(item, f'{where}[{index}]', table)
+
+
 def _holds_reference(value: Any) -> bool:
     if isinstance(value, Reference):
         return True
@@ -375,13 +365,15 @@ def _message(error: ValidationError) -> str:
 class Contracts:
     """The contracts of one plan's tools, each prepared once, and what its references are known to give."""
 
-    __slots__ = ('_by_tool', '_types', 'steps', 'tools')
+    __slots__ = ('_by_tool', '_schemas', '_types', 'steps', 'tools')
 
     def __init__(self, tools: Sequence[Tool | None], steps: Sequence[Any]) -> None:
         self.tools = tools
         self.steps = steps
         self._by_tool: dict[int, Contract] = {}
         self._types: dict[str, frozenset[str] | None] = {}
+        self._schemas: dict[str, tuple[Any, Mapping[str, Any]]] = {}
+        """Per reference text: the schema of what it points at, and the output schema it is part of."""
 
     def of(self, tool: Tool) -> Contract:
         found = self._by_tool.get(id(tool))
@@ -402,12 +394,34 @@ class Contracts:
     def check_reference(self, position: int, path: Sequence[Segment], text: str) -> str | None:
         """A problem with a reference to step `position` at `path`, when its output schema rules the path out."""
         schema = self.produced(position)
-        if schema is None or not path:
-            self._types[text] = None if schema is None else json_types(schema, schema)
+        if schema is None:
+            self._types[text] = None
             return None
-        found, problem = schema_at(schema, path, schema)
+        found, problem = schema_at(schema, path, schema) if path else (schema, None)
         self._types[text] = None if found is None else json_types(found, schema)
+        if found is not None:
+            self._schemas[text] = (found, schema)
         return problem
+
+    def item_problems(self, for_each: Any, arguments: Any, table: Any) -> list[str]:
+        """Problems of the `$item.field` references in a `for_each` step's arguments, when the output schema of
+        the list they run over says what its elements hold."""
+        known = self._schemas.get(for_each) if isinstance(for_each, str) else None
+        if known is None:
+            return []
+        found, root = known
+        resolved = _resolve(found, root)
+        if not isinstance(resolved, Mapping) or not isinstance(resolved.get('items'), Mapping):
+            return []
+        element = resolved['items']
+        problems: list[str] = []
+        for where, ref in _item_refs(arguments, 'arguments', table):
+            if ref[1]:
+                _, problem = schema_at(element, ref[1], root)
+                if problem is not None:
+                    problems.append(f'{where}: reference {ref[2]!r} cannot resolve: {problem} (in the elements of '
+                                    f'{for_each}). Refer to a field the elements have.')
+        return problems
 
     def reference(self, text: str) -> Reference:
         return Reference(text, self._types.get(text))

@@ -199,6 +199,7 @@ def _prepare_kind(step: PlanStep, index: int, scanner: Scanner, found: list[int]
         kind.for_each = step.for_each
         kind.for_each_rewrite = _scan_field(scanner, step.for_each, index, 'for_each', found, messages)
         if isinstance(step.for_each, str) and kind.for_each_rewrite:
+            messages.extend(contracts.item_problems(step.for_each, step.arguments, scanner.table))
             types = contracts.reference(step.for_each).types
             if types is not None and 'array' not in types:
                 messages.append(f'for_each: {step.for_each!r} gives {"/".join(sorted(types))}, not a list. Refer to '
