@@ -344,3 +344,10 @@ async def test_a_stray_item_reference_seen_before_is_reported_where_it_is() -> N
     assert [p.split(": '$item'")[0] for p in found if 'only defined' in p] == [
         "steps[1] (id 'n'): arguments.text", "steps[2] (id 'm'): arguments.text[0]"]
     assert found[-1] == "steps[2] (id 'm'): arguments.text: ['$item'] is not of type 'string'."
+
+
+async def test_a_selected_string_stays_a_string_in_the_summary() -> None:
+    result = await run([{'id': 'n', 'from': {'v': '123'}, 'select': 'v'},
+                        {'id': 'w', 'from': '$ref:n', 'when': {'from': '$ref:n', 'select': "@ == '123'"}}])
+    assert json.loads(result.summary) == {'n': '123', 'w': '123'}
+    assert result.step('n').output == '"123"'

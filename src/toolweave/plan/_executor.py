@@ -147,8 +147,8 @@ class _Run:
         """Run one ready step to its end: resolve its inputs, call its tool, record the outcome."""
         if self.kinds:
             kind = self.kinds.get(index)
-            if kind is not None:
-                return await self.run_kind(index, kind)
+            if kind is not None and await self.run_kind(index, kind):
+                return
         record = self.records[index]
         self.transition(record, 'running')
         try:
@@ -171,37 +171,30 @@ class _Run:
 
     # --- steps that select, loop or have a condition ------------------------------------------------------------
 
-    async def run_kind(self, index: int, kind: StepKind) -> None:
+    async def run_kind(self, index: int, kind: StepKind) -> bool:
         """A step with `when`, `from`/`select` or `for_each`: the condition first (false: skipped, not failed),
-        then an expression instead of a tool call, or one tool call per element."""
+        then an expression instead of a tool call, or one tool call per element. Returns whether the step is
+        done; `False` leaves a tool step whose condition holds to `run_step`."""
         record = self.records[index]
         try:
             if kind.when is not None and not self.condition_holds(index, kind):
-                return
+                return True
+            if kind.source is None and kind.for_each is None:
+                return False
             self.transition(record, 'running')
             if kind.source is not None:
                 record.called = True
                 found = self.resolve_field(index, kind.source, kind.source_rewrite)
                 self.record_value(record, found if kind.select is None else self.evaluate(index, kind, found))
-            elif kind.for_each is not None:
-                await self.run_items(index, kind)
             else:
-                arguments = self.inputs(index)
-                record.called = True
-                result = await self.call(index, arguments)
-                if result.error is not None:
-                    raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
-                try:
-                    (record.output, record.value, record.ref_value, record.is_text,
-                     record.from_output) = step_result(result)
-                except ValueError as exc:
-                    raise StepFailed(str(exc)) from None
+                await self.run_items(index, kind)
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
         else:
             self.transition(record, 'succeeded')
             self.release(index, ok=True)
+        return True
 
     def condition_holds(self, index: int, kind: StepKind) -> bool:
         """Evaluate the step's `when`; when false, skip the step (and, through `release`, its dependents)."""
@@ -244,12 +237,12 @@ class _Run:
         """Record JSON data computed by the plan itself (a selection, a `for_each` list) as the step's value."""
         try:
             data = jsonable(value)
-            record.output = data if isinstance(data, str) else compact(data)
+            record.output = compact(data)
         except (ValueError, TypeError) as exc:
             raise StepFailed(f'The value cannot be recorded as JSON: {exc}') from None
         record.value = record.ref_value = data
         record.is_text = False
-        record.from_output = False
+        record.from_output = True  # the output is the value's JSON: the summary shows the value as it is
 
     async def run_items(self, index: int, kind: StepKind) -> None:
         """Call the step's tool once per element of its list, concurrently (at most `concurrency` at once); the
