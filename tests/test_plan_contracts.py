@@ -161,3 +161,11 @@ def test_item_fields_are_checked_against_the_elements_of_the_list() -> None:
         "steps[1] (id 'mail'): arguments.to: reference '{{$item.nmae}}' cannot resolve: there is no field 'nmae' at "
         'the top level; the fields there are: name, age, tags, address (in the elements of $ref:all). Refer to a '
         'field the elements have.']
+
+
+async def test_a_tool_whose_schema_is_not_json_schema_is_left_to_check_its_own_arguments() -> None:
+    odd = FakeTool('odd', 'fine', parameters={'type': 'object', 'properties': {'x': {'type': 'nonsense'}},
+                                              'required': ['x']})
+    assert validate_plan({'steps': [{'id': 'a', 'tool': 'odd', 'arguments': {'x': 1}}]}, [odd]) == []
+    result = await toolweave.run_plan({'steps': [{'id': 'a', 'tool': 'odd', 'arguments': {'x': 1}}]}, [odd])
+    assert result.ok

@@ -218,11 +218,8 @@ class Contract:
 
     def validator(self) -> Draft202012Validator | None:
         if self._validator is None and not self._broken:
-            try:
-                Draft202012Validator.check_schema(self.schema)
-                self._validator = Draft202012Validator(self.schema)
-            except SchemaError:  # a tool whose schema is not valid JSON Schema: its arguments are not checked here
-                self._broken = True
+            self._validator = _validator_for(self.schema)
+            self._broken = self._validator is None
         return self._validator
 
     def check(self, arguments: Mapping[str, Any]) -> list[str]:
@@ -294,6 +291,28 @@ class Contract:
         expected = '/'.join(sorted(wanted or ()))
         return (f'arguments.{key}: reference {ref.text!r} gives {given}, but {self.name!r} expects {expected} here. '
                 'Refer to a field of the right type, or convert it with a select step first.')
+
+
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator | None]] = {}
+_MAX_VALIDATORS = 512
+
+
+def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator | None:
+    """A validator for a tool's input schema, kept across plans (checking a schema takes milliseconds; a
+    definition's schema never changes). `None` for a schema that is not valid JSON Schema: its arguments are then
+    not checked here, only by the tool."""
+    known = _VALIDATORS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    try:
+        Draft202012Validator.check_schema(schema)
+        validator: Draft202012Validator | None = Draft202012Validator(schema)
+    except SchemaError:
+        validator = None
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)  # the schema is kept too, so its id is not reused meanwhile
+    return validator
 
 
 _TRUTH_WORDS = frozenset({'true', 'false', '1', '0', 'yes', 'no', 'on', 'off', 't', 'f', 'y', 'n'})
