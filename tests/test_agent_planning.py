@@ -195,3 +195,21 @@ async def test_for_each_elements_are_agent_events() -> None:
     assert sorted((e.step.id, e.item.index, e.item.output) for e in items) == [('e', 0, 'a'), ('e', 1, 'b')]
     assert [type(e).__name__ for e in events if isinstance(e, PlanStepStarted | PlanStepFinished)] == [
         'PlanStepStarted', 'PlanStepFinished']
+
+
+async def test_a_typed_plan_schema_in_an_agent_run_accepts_nulls_for_arguments_left_out() -> None:
+    from toolweave import tool
+
+    @tool
+    def weather(city: str, days: int = 1) -> str:
+        """Weather."""
+        return f'{city} for {days} day(s)'
+
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': {'steps': [
+        {'id': 'w', 'tool': 'weather', 'arguments': {'city': 'Oslo', 'days': None}, 'for_each': None,
+         'when': None}], 'output_steps': None}}, 'done'])
+    agent = Agent(model, tools=[weather], tool_planning=True, plan_options={'plan_schema': 'typed'})
+    [plan_tool] = [d for d in agent.tool_definitions() if d.name == 'execute_tool_plan']
+    assert plan_tool.metadata.strict is True
+    result = await agent.run('go')
+    assert result.plan_runs[0].summary == '{"w": "Oslo for 1 day(s)"}'

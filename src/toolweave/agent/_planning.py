@@ -55,7 +55,8 @@ class AgentPlanTool(DelegatingTool):
             assert isinstance(self.delegate, PlanTool)
             return self.delegate
         offered = [_Counted(tool) for tool in process.offered_tools() if tool is not self]
-        return PlanTool(Toolset(offered), on_event=forward_plan_event, **self.options)
+        # This one only runs the plan (the model was shown the agent's plan tool): no schema to build.
+        return PlanTool(Toolset(offered), on_event=forward_plan_event, **{**self.options, 'plan_schema': 'compact'})
 
 
 class _Counted(DelegatingTool):

@@ -184,8 +184,7 @@ class PlanTool(Tool):
         if self.dialect == 'index':
             return await self._execute_index(arguments, context)
         data: Any = arguments if arguments is not None else {}
-        if self.plan_schema == 'typed':
-            data = self._without_unset_nulls(data)
+        data = self._without_unset_nulls(data)
         parsed = parse_lenient(data)  # either dialect is accepted; the schema shows the id-based one
         try:
             run = await self._run(parsed, context, earlier, name)
@@ -198,8 +197,8 @@ class PlanTool(Tool):
         return ToolResult.success(run.summary, run)
 
     def _without_unset_nulls(self, data: Any) -> Any:
-        """The typed schema makes a model send `null` for every optional argument it leaves out: drop those the
-        tool's own schema does not accept."""
+        """Strict schemas make a model send `null` for every optional argument it leaves out: drop those the
+        tool's own schema does not accept (there, `null` can only mean "not given")."""
         if isinstance(data, str):
             try:
                 data = json.loads(data)
