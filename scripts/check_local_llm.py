@@ -93,10 +93,13 @@ INSTRUCTIONS = 'You answer questions with the tools. Call a tool whenever it can
 # --- plan tool schemas (the forced-plans measurement compares them) ----------------------------------------------
 
 PLAN_SCHEMAS: dict[str, Callable[[Toolset], ToolDefinition]] = {
-    'string-arguments': lambda toolset: PlanTool(toolset).definition,
+    'string-arguments': lambda toolset: PlanTool(toolset, plan_schema='string').definition,
+    'compact': lambda toolset: PlanTool(toolset, plan_schema='compact').definition,
+    'typed': lambda toolset: PlanTool(toolset, plan_schema='typed').definition,
 }
-"""Plan tool definitions by name: each step's `arguments` as a JSON string (today's schema). A typed schema, where
-each step's arguments are an object typed per tool, becomes one more entry."""
+"""Plan tool definitions by name: `string-arguments`, each step's `arguments` a JSON string (strict); `compact`, the
+default (`arguments` an object, step shapes in the description); `typed`, a strict variant per tool whose arguments
+follow that tool's schema (what a grammar-constrained decoder can hold a model to)."""
 
 
 # --- measurements ------------------------------------------------------------------------------------------------
@@ -177,15 +180,15 @@ class ForcedRow:
     problems: list[str] = field(default_factory=list[str])
 
 
-async def measure_forced_plans(model: OpenAIChatModel, settings: ModelSettings,
-                               schemas: Sequence[str]) -> list[ForcedRow]:
+async def measure_forced_plans(model: OpenAIChatModel, settings: ModelSettings, schemas: Sequence[str],
+                               repeat: int = 1) -> list[ForcedRow]:
     toolset = Toolset(TOOLS)
     rows = []
     for name in schemas:
         row = ForcedRow(name)
         definitions = [*toolset.definitions(), PLAN_SCHEMAS[name](toolset)]
         forced = replace(settings, tool_choice=PLAN_TOOL)
-        for task in TASKS:
+        for task in TASKS * repeat:
             row.requests += 1
             started = time.perf_counter()
             try:
@@ -281,11 +284,12 @@ def _short(text: str) -> str:
 class Measurement:
     """How to take one measurement (`model, settings, plan schemas -> rows`) and show its rows as a table."""
 
-    take: Callable[[OpenAIChatModel, ModelSettings, Sequence[str]], Awaitable[Sequence[Any]]]
+    take: Callable[[OpenAIChatModel, ModelSettings, Sequence[str], int], Awaitable[Sequence[Any]]]
     show: Callable[[Sequence[Any]], str]
 
 
-async def _agent(model: OpenAIChatModel, settings: ModelSettings, schemas: Sequence[str]) -> list[AgentRow]:
+async def _agent(model: OpenAIChatModel, settings: ModelSettings, schemas: Sequence[str],
+                 repeat: int) -> list[AgentRow]:
     return await measure_agent(model, settings)
 
 
@@ -295,14 +299,15 @@ MEASUREMENTS = {
 }
 
 
-async def run(base_url: str, measures: Sequence[str], schemas: Sequence[str], max_tokens: int) -> dict[str, Any]:
+async def run(base_url: str, measures: Sequence[str], schemas: Sequence[str], max_tokens: int,
+              repeat: int = 1) -> dict[str, Any]:
     settings = ModelSettings(max_tokens=max_tokens, timeout=120)
     results: dict[str, Any] = {}
     async with OpenAIChatModel('local', base_url=base_url, provider='llamacpp', api_key_env=None,
                                retry=RetryPolicy(max_retries=1)) as model:
         for name in measures:
             measurement = MEASUREMENTS[name]
-            rows = await measurement.take(model, settings, schemas)
+            rows = await measurement.take(model, settings, schemas, repeat)
             print(measurement.show(rows), end='\n\n', flush=True)
             results[name] = [asdict(row) for row in rows]
     return results
@@ -320,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--plan-schema', default=','.join(PLAN_SCHEMAS),
                         help=f'Comma-separated plan tool schemas for forced-plans: {", ".join(PLAN_SCHEMAS)}.')
     parser.add_argument('--max-tokens', type=int, default=512)
+    parser.add_argument('--repeat', type=int, default=1,
+                        help='Send each forced-plans task this many times (the model samples, so shares vary).')
     parser.add_argument('--out', type=Path, default=ROOT / '.local-llm' / 'check-local-llm.json')
     args = parser.parse_args(argv)
     measures = [m.strip() for m in args.measure.split(',') if m.strip()]
@@ -336,8 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f'llama-cpp-python server: {args.model.name}, chatml-function-calling, 127.0.0.1:{args.port} '
           f'(log: {log.relative_to(ROOT) if log.is_relative_to(ROOT) else log})', flush=True)
     with llama_server(args.server_python, args.model, args.port, log) as base_url:
-        results = anyio.run(run, base_url, measures, schemas, args.max_tokens)
-    args.out.write_text(json.dumps({'model': args.model.name, 'max_tokens': args.max_tokens, **results}, indent=2))
+        results = anyio.run(run, base_url, measures, schemas, args.max_tokens, args.repeat)
+    args.out.write_text(json.dumps({'model': args.model.name, 'max_tokens': args.max_tokens, 'repeat': args.repeat,
+                                    **results}, indent=2))
     print(f'Wrote {args.out}')
     return 0
 

@@ -50,7 +50,7 @@ def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:
     assert names == ['a', 'b', 'execute_tool_plan'] and names.count('execute_tool_plan') == 1
     assert agent.instructions.startswith('Help.\n\n# Tool Planning')
     assert agent.instructions.endswith(planning_instructions())
-    assert all(word in agent.instructions for word in ('$ref:step_id', 'output_steps', 'parallel'))
+    assert all(word in agent.instructions for word in ('execute_tool_plan', 'output_steps', '$ref:'))
 
 
 def test_planning_without_tools_registers_nothing() -> None:
@@ -187,3 +187,62 @@ async def test_an_agent_with_a_plan_store_runs_its_plans_durably(anyio_backend: 
     await decide(run.run_id, 'mail', ReviewDecision.approve(), store=store)
     done = await resume_plan(run.run_id, [lookup, send], store=store)
     assert done.ok and sent == ['ada@example.com'] and len(lookup.calls) == 1
+
+
+async def test_a_later_plan_refers_to_an_earlier_plans_steps_instead_of_copying_them() -> None:
+    rows = [{'id': i, 'score': i * 7 % 11} for i in range(300)]
+    catalogue = FakeTool('catalogue', json.dumps(rows))
+    first = {'tool': 'execute_tool_plan', 'arguments': {'steps': [{'id': 'all', 'tool': 'catalogue', 'arguments': {}}]}}
+    second = {'tool': 'execute_tool_plan', 'arguments': {'steps': [
+        {'id': 'best', 'from': '$ref:p1/all', 'select': 'max_by(@, &score).id'},
+        {'id': 'count', 'from': '$ref:p1/all', 'select': 'length(@)'}]}}
+    wrong = {'tool': 'execute_tool_plan', 'arguments': {'steps': [{'id': 'x', 'from': '$ref:p7/all'},
+                                                                  {'id': 'y', 'from': '$ref:p1/nope'}]}}
+    model = ScriptedModel([first, second, wrong, 'done'])
+    result = await Agent(model, tools=[catalogue], tool_planning=True, plan_options={'max_output_chars': 200}).run('go')
+    assert [run.name for run in result.plan_runs] == ['p1', 'p2']
+    shown = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert shown[0].content.endswith('characters; the whole value stays available: refer to it as $ref:p1/all (or '
+                                     '$ref:p1/all.field) in your next plan, with a select step to keep only what you '
+                                     'need]"}')
+    assert json.loads(shown[1].content) == {'best': max(rows, key=lambda r: r['score'])['id'], 'count': 300}
+    assert shown[2].content == (
+        'Error: Plan execution failed: 2 problems (nothing ran; fix them all and resend):\n'
+        "- steps[0] (id 'x'): from: reference '$ref:p7/all' names plan 'p7', which is not an earlier plan of this run "
+        '(earlier plans: p1, p2).\n'
+        "- steps[1] (id 'y'): from: reference '$ref:p1/nope': plan 'p1' has no step 'nope'. Its steps with a value: "
+        'all.')
+    assert catalogue.calls and len(catalogue.calls) == 1  # read once, used twice
+
+
+async def test_for_each_elements_are_agent_events() -> None:
+    from toolweave import PlanItemFinished
+
+    echo = FakeTool('echo', lambda args: args['text'], parameters={'type': 'object', 'properties': {
+        'text': {'type': 'string'}}})
+    events: list[AgentEvent] = []
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': {'steps': [
+        {'id': 'e', 'tool': 'echo', 'for_each': ['a', 'b'], 'arguments': {'text': '$item'}}]}}, 'done'])
+    await Agent(model, tools=[echo], tool_planning=True).run('go', on_event=events.append)
+    items = [e for e in events if isinstance(e, PlanItemFinished)]
+    assert sorted((e.step.id, e.item.index, e.item.output) for e in items) == [('e', 0, 'a'), ('e', 1, 'b')]
+    assert [type(e).__name__ for e in events if isinstance(e, PlanStepStarted | PlanStepFinished)] == [
+        'PlanStepStarted', 'PlanStepFinished']
+
+
+async def test_a_typed_plan_schema_in_an_agent_run_accepts_nulls_for_arguments_left_out() -> None:
+    from toolweave import tool
+
+    @tool
+    def weather(city: str, days: int = 1) -> str:
+        """Weather."""
+        return f'{city} for {days} day(s)'
+
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': {'steps': [
+        {'id': 'w', 'tool': 'weather', 'arguments': {'city': 'Oslo', 'days': None}, 'for_each': None,
+         'when': None}], 'output_steps': None}}, 'done'])
+    agent = Agent(model, tools=[weather], tool_planning=True, plan_options={'plan_schema': 'typed'})
+    [plan_tool] = [d for d in agent.tool_definitions() if d.name == 'execute_tool_plan']
+    assert plan_tool.metadata.strict is True
+    result = await agent.run('go')
+    assert result.plan_runs[0].summary == '{"w": "Oslo for 1 day(s)"}'

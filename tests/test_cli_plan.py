@@ -581,3 +581,40 @@ def test_plan_from_standard_input(runner: CliRunner) -> None:
     assert json.loads(result.stdout)['succeeded'] == 4
     bad = runner.invoke(app, ['validate', '-', '--tools', TOOLS], input='{nope', catch_exceptions=False)
     assert bad.exit_code == 2 and 'standard input is not valid JSON' in flat(bad.output)
+
+
+@pytest.mark.usefixtures('instant')
+def test_run_a_shaping_plan_shows_select_and_each_element(runner: CliRunner) -> None:
+    result = invoke(runner, 'run', str(PLANS / 'shaping.json'), '--tools', TOOLS, '--review', 'approve')
+    out = result.output
+    assert result.exit_code == 0, out
+    assert re.search(r'started\s+names \(select, wave 1\)', out)
+    assert re.search(r'started\s+readings \(query_metric\[\], wave 2\)', out)
+    for index in range(4):
+        assert re.search(rf'done\s+readings\[{index}\] in ', out)
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if re.match(r'step\s+wave\s+0\s', line))
+    rows = [line.split()[0] for line in lines[header + 1:header + 10]]
+    assert rows == ['metrics', 'names', 'readings', '[0]', '[1]', '[2]', '[3]', 'hot', 'alert']
+    record = json.loads(invoke(runner, 'run', str(PLANS / 'shaping.json'), '--tools', TOOLS, '--review', 'approve',
+                               '--json').output)
+    readings = next(step for step in record['steps'] if step['id'] == 'readings')
+    assert readings['kind'] == 'for_each' and [item['index'] for item in readings['items']] == [0, 1, 2, 3]
+    assert [item['arguments'] for item in readings['items']] == [{'name': n} for n in readings['value'] and [
+        r['name'] for r in readings['value']]]
+
+
+def test_validate_reports_shaping_problems_and_exits_1(runner: CliRunner, tmp_path: Path) -> None:
+    plan = tmp_path / 'bad.json'
+    plan.write_text(json.dumps({'steps': [
+        {'id': 'metrics', 'tool': 'list_metrics', 'arguments': {'category': 'all'}},
+        {'id': 'top', 'from': '$ref:metrics.metrics', 'select': "[?unit == '%'"},
+        {'id': 'each', 'tool': 'query_metric', 'arguments': {'name': '$item.name'}},
+        {'id': 'a', 'from': '$ref:b'}, {'id': 'b', 'from': '$ref:a'}]}))
+    result = invoke(runner, 'validate', str(plan), '--tools', TOOLS, '--json')
+    assert result.exit_code == 1
+    problems = json.loads(result.output)['problems']
+    assert [p.split(':')[0] for p in problems] == ["steps[1] (id 'top')", "steps[2] (id 'each')",
+                                                   "steps[3] (id 'a')"]
+    assert 'invalid JMESPath expression at position' in problems[0] and 'only defined' in problems[1]
+    assert 'Cycle detected' in problems[2]

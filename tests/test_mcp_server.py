@@ -217,6 +217,18 @@ async def test_tool_planning_serves_execute_tool_plan_next_to_the_tools() -> Non
         'errors': {'y': 'Tool execution failed: float division by zero'}}
 
 
+async def test_served_plans_shape_data_and_a_false_condition_is_no_error() -> None:
+    from mcp import Client
+
+    async with Client(mcp_server(served_toolset(), tool_planning=True)) as client:
+        result = await client.call_tool('execute_tool_plan', {'steps': [
+            {'id': 'names', 'tool': 'profile', 'for_each': ['Ada', 'Grace'], 'arguments': {'name': '$item'}},
+            {'id': 'longest', 'from': '$ref:names', 'select': 'max_by(@, &length).name'},
+            {'id': 'sum', 'tool': 'add', 'arguments': {'a': 1, 'b': 2},
+             'when': {'from': '$ref:names', 'select': 'length(@) > `5`'}}], 'output_steps': ['longest', 'sum']})
+    assert not result.is_error and result.structured_content == {'results': {'longest': 'Grace'}, 'errors': {}}
+
+
 def test_tool_planning_refuses_a_toolset_that_already_has_the_name() -> None:
     from toolweave.testing import FakeTool
 

@@ -30,6 +30,18 @@ def test_schema() -> None:
     definition = PlanTool(Toolset([echo_tool()])).definition
     assert definition.name == 'execute_tool_plan'
     assert 'plan' in definition.description
+    # the default, compact schema: small, not strict; the step shapes are in the description
+    assert definition.metadata.strict is False
+    assert definition.parameters == {
+        'type': 'object', 'required': ['steps'],
+        'properties': {'steps': {'type': 'array', 'items': {'type': 'object'}},
+                       'output_steps': {'type': 'array', 'items': {'type': 'string'}}}}
+    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', 'select', 'for_each', 'when'):
+        assert needle in definition.description
+
+
+def test_string_schema_is_strict() -> None:
+    definition = PlanTool(Toolset([echo_tool()]), plan_schema='string').definition
     schema = definition.parameters
     # strict mode on: every property is required, so `output_steps` is nullable instead of optional.
     assert definition.metadata.strict is True
@@ -43,13 +55,16 @@ def test_schema() -> None:
                                                                        'arguments': 'string'}
 
 
-def test_instructions() -> None:
+def test_instructions_teach_the_language_and_the_description_stays_short() -> None:
     text = toolweave.planning_instructions()
+    description = PlanTool(Toolset([echo_tool()])).definition.description
     assert text.startswith('# Tool Planning\n')
-    for needle in ('`id`', '`tool`', '`arguments`', '"$ref:step_id"', '"$ref:step_id.field"', '{{$ref:',
-                   '`output_steps`', 'parallel'):
+    for needle in ('"output_steps"', '"$ref:ID"', '"$ref:ID.items[0].name"', '{{$ref:', 'parallel', '"from"',
+                   '"select"', 'JMESPath', '"for_each"', '"$item"', '"$item.field"', '"$index"', '"when"', 'Example:'):
         assert needle in text
-    assert len(text) < 1600
+    for needle in ('"id", "tool", "arguments"', '"$ref:ID"', 'select', 'for_each', 'when', 'Tool Planning'):
+        assert needle in description
+    assert len(text) / 4 < 240 and len(description) / 4 < 65
     assert PlanTool([echo_tool()], name='plan_it').instructions().count('`plan_it`') == 1
 
 

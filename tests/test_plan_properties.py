@@ -188,3 +188,28 @@ def test_any_json_or_text_to_the_meta_tool_is_handled(payload: Any) -> None:
     assert isinstance(result, toolweave.ToolResult)
     if result.error is not None:
         assert work.call_count == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.integers(-1000, 1000), max_size=30), concurrency=st.none() | st.integers(1, 8),
+       threshold=st.integers(-1000, 1000))
+def test_for_each_and_select_agree_with_python(values: list[int], concurrency: int | None, threshold: int) -> None:
+    async def slow_double(args: dict[str, Any]) -> int:
+        await anyio.sleep(((args['n'] * 7919) % 5) / 2000)  # calls end out of order
+        return int(args['n']) * 2
+
+    double = FakeTool('double', slow_double, parameters={'type': 'object', 'properties': {'n': {'type': 'integer'}},
+                                                         'required': ['n']})
+    plan = {'steps': [
+        {'id': 'big', 'from': values, 'select': f'[?@ > `{threshold}`]'},
+        {'id': 'doubled', 'tool': 'double', 'for_each': '$ref:big', 'arguments': {'n': '$item'}},
+        {'id': 'total', 'from': '$ref:doubled', 'select': 'sum(@)',
+         'when': {'from': '$ref:doubled', 'select': 'length(@) > `0`'}}]}
+    run = anyio.run(partial(toolweave.run_plan, plan, [double], concurrency=concurrency))
+    kept = [v for v in values if v > threshold]
+    assert run.step('doubled').value == [v * 2 for v in kept]
+    assert [item.index for item in run.step('doubled').items or []] == list(range(len(kept)))
+    if kept:
+        assert run.step('total').value == sum(v * 2 for v in kept)
+    else:
+        assert run.step('total').condition_skipped and run.ok

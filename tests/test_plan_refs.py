@@ -105,15 +105,16 @@ async def test_object_field_inserted_as_object() -> None:
     assert await resolved(output, '{"u": "$ref:s1.user"}') == {'u': {'name': 'Alice'}}
 
 
-async def test_missing_field_and_missing_intermediate_give_null() -> None:
+async def test_missing_field_and_missing_intermediate_give_null_when_asked() -> None:
     output = '{"city": "Tokyo"}'
-    assert await resolved(output, '{"v": "$ref:s1.nonexistent", "w": "$ref:s1.a.b.c"}') == {'v': None, 'w': None}
+    assert await resolved(output, '{"v": "$ref:s1.nonexistent", "w": "$ref:s1.a.b.c"}', missing_field='null') == {
+        'v': None, 'w': None}
 
 
 async def test_dotted_numeric_segments_index_arrays() -> None:
     assert await resolved('{"items":[{"name":"x"}]}', '{"n": "$ref:s1.items.0.name"}') == {'n': 'x'}
     assert await resolved('["a","b"]', '{"n": "$ref:s1.1"}') == {'n': 'b'}
-    assert await resolved('["a","b"]', '{"n": "$ref:s1.5"}') == {'n': None}
+    assert await resolved('["a","b"]', '{"n": "$ref:s1.5"}', missing_field='null') == {'n': None}
 
 
 async def test_bracket_indexes_are_a_synonym() -> None:  # `[n]` indexes too
@@ -124,8 +125,8 @@ async def test_bracket_indexes_are_a_synonym() -> None:  # `[n]` indexes too
 
 async def test_negative_indexes_count_from_the_end() -> None:
     output = '{"items":[1, 2, 3]}'
-    assert await resolved(output, '{"a": "$ref:s1.items[-1]", "b": "$ref:s1.items.-2", "c": "$ref:s1.items[-4]"}'
-                          ) == {'a': 3, 'b': 2, 'c': None}
+    assert await resolved(output, '{"a": "$ref:s1.items[-1]", "b": "$ref:s1.items.-2", "c": "$ref:s1.items[-4]"}',
+                          missing_field='null') == {'a': 3, 'b': 2, 'c': None}
 
 
 async def test_field_path_on_plain_text_fails_the_step() -> None:
@@ -137,8 +138,8 @@ async def test_field_path_on_plain_text_fails_the_step() -> None:
 
 
 @pytest.mark.parametrize('output', ['42', '"txt"'])
-async def test_field_path_on_json_scalar_gives_null(output: str) -> None:
-    assert await resolved(output, '{"x": "$ref:s1.field"}') == {'x': None}
+async def test_field_path_on_json_scalar_gives_null_when_asked(output: str) -> None:
+    assert await resolved(output, '{"x": "$ref:s1.field"}', missing_field='null') == {'x': None}
 
 
 # several references, dependencies, pass-through
@@ -268,12 +269,12 @@ async def test_references_read_the_tool_value_without_reparsing() -> None:
     assert isinstance(run.step('s1').value, Model)
 
 
-async def test_missing_field_error_mode_lists_the_existing_keys() -> None:
+async def test_missing_field_fails_the_step_by_default_listing_the_existing_keys() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'src', 'arguments': '{}'},
                       {'id': 's2', 'tool': 'echo', 'arguments': '{"x": "$ref:s1.user.nme"}'},
                       {'id': 's3', 'tool': 'echo', 'arguments': '{"x": "$ref:s1.list[9]"}'}]}
     run = await toolweave.run_plan(plan, [FakeTool('src', '{"user": {"name": 1, "age": 2}, "list": [1]}'),
-                                          echo_tool()], missing_field='error')
+                                          echo_tool()])
     assert run.step('s2').status == 'failed'
     assert run.step('s2').error == (
         "Reference '$ref:s1.user.nme' in step 's2': field 'nme' not found in step 's1' output at user. "
@@ -281,5 +282,5 @@ async def test_missing_field_error_mode_lists_the_existing_keys() -> None:
     assert 'The array has 1 items' in (run.step('s3').error or '')
 
 
-async def test_missing_field_null_mode_is_the_default() -> None:
+async def test_missing_field_null_mode_inserts_null() -> None:
     assert await resolved('{"a": 1}', '{"x": "$ref:s1.b"}', missing_field='null') == {'x': None}

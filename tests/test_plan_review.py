@@ -259,3 +259,43 @@ async def test_a_durable_run_is_reviewed_once(tmp_path: Path) -> None:
     assert mail.sent == ['bob@example.com'] and run.parked == 2
     again = await resume_plan('once', mail.tools(), store=store, review_handler=reviewer)
     assert len(reviewer.plans) == 1 and again.parked == 2 and mail.sent == ['bob@example.com']
+
+
+EACH = {'steps': [
+    {'id': 'people', 'from': ['Ada', 'Bob'], 'select': '@'},
+    {'id': 'mail', 'tool': 'send', 'for_each': '$ref:people', 'arguments': {'to': '{{$item}}@example.com'}},
+    {'id': 'count', 'from': '$ref:mail', 'select': 'length(@)'},
+]}
+
+
+async def test_approving_a_for_each_step_approves_each_of_its_calls() -> None:
+    mail = Mail()
+    reviewer = PlanRecorder(PlanReviewDecision.approve_all())
+    run = await run_plan(EACH, mail.tools(), review_handler=reviewer, review_mode='whole_plan')
+    assert run.ok and sorted(mail.sent) == ['Ada@example.com', 'Bob@example.com']
+    assert reviewer.calls == []  # each element's call was decided ahead, not asked again
+    assert run.step('count').value == 2
+    (plan,) = reviewer.plans
+    assert [(s.id, s.gated) for s in plan.steps] == [('people', False), ('mail', True), ('count', False)]
+    assert plan.describe().splitlines()[2] == ('* mail (send) {"to":"{{$item}}@example.com"} for each of '
+                                               '$ref:people after people')
+
+
+async def test_denying_a_for_each_step_runs_none_of_its_calls() -> None:
+    mail = Mail()
+    decision = PlanReviewDecision.decide(deny={'mail': 'no mass mail'})
+    run = await run_plan(EACH, mail.tools(), review_handler=PlanRecorder(decision), review_mode='whole_plan')
+    assert mail.sent == []
+    assert run.step('mail').status == 'failed' and 'Rejected by reviewer' in (run.step('mail').error or '')
+    assert 'no mass mail' in (run.step('mail').error or '')
+    assert run.step('count').status == 'skipped'
+
+
+async def test_a_parked_for_each_step_runs_none_of_its_calls_until_decided() -> None:
+    mail = Mail()
+    decision = PlanReviewDecision.decide(park={'mail': 'ask the owner'})
+    run = await run_plan(EACH, mail.tools(), review_handler=PlanRecorder(decision), review_mode='whole_plan')
+    assert mail.sent == []
+    assert (run.step('people').status, run.step('mail').status, run.step('count').status) == (
+        'succeeded', 'parked', 'pending')
+    assert run.suspended

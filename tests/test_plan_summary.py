@@ -36,11 +36,18 @@ async def test_without_output_steps_every_step_is_returned(output_steps: Any) ->
     assert run.summary == '{"s1": "hello", "s2": "world"}'
 
 
-async def test_unknown_output_steps_are_ignored() -> None:
-    run = await toolweave.run_plan({'steps': [step('s1', 'a')], 'output_steps': ['nope']}, [say('a', 'x')])
-    assert run.summary == '{}'
-    run = await toolweave.run_plan({'steps': [step('s1', 'a')], 'output_steps': ['nope', 's1']}, [say('a', 'x')])
-    assert run.summary == '{"s1": "x"}'
+async def test_unknown_output_steps_are_a_validation_problem() -> None:
+    tools = [say('a', 'x')]
+    with pytest.raises(toolweave.PlanValidationError) as caught:
+        await toolweave.run_plan({'steps': [step('s1', 'a')], 'output_steps': ['nope', 's1', 'neither']}, tools)
+    assert caught.value.problems == ['"output_steps" names \'nope\', \'neither\', not steps of this plan. Name step '
+                                     'ids of this plan (s1), or leave "output_steps" out to get every output.']
+
+
+async def test_output_steps_sent_as_a_json_string_are_read() -> None:
+    run = await toolweave.run_plan({'steps': [step('s1', 'a'), step('s2', 'a')], 'output_steps': '["s2"]'},
+                                   [say('a', 'x')])
+    assert run.summary == '{"s2": "x"}'
 
 
 async def test_entries_follow_output_steps_order() -> None:
@@ -81,8 +88,9 @@ async def test_values_are_cut_with_a_note_and_kept_whole_in_the_record() -> None
              FakeTool('bad', fail='e' * 50)]
     run = await toolweave.run_plan(plan, tools, max_output_chars=40)
     shown = json.loads(run.summary.split('\n')[1].removeprefix('Results: '))
-    assert shown['big'] == 'lorem ipsum dolor sit amet lorem ipsum d... [cut 9960 of 10000 characters]'
-    assert shown['json'].startswith('[0,1,2,3,') and shown['json'].endswith('characters]')
+    assert shown['big'] == ('lorem ipsum dolor sit amet lorem ipsum d... [cut 9960 of 10000 characters; a select '
+                            'step in the plan can keep only the part you need]')
+    assert shown['json'].startswith('[0,1,2,3,') and shown['json'].endswith('the part you need]')
     assert shown['small'] == 'ok'
     assert shown['bad'] == 'ERROR: ' + 'e' * 40 + '... [cut 10 of 50 characters]'
     assert len(run.step('big').output or '') == 10_000
@@ -92,7 +100,7 @@ async def test_values_are_cut_with_a_note_and_kept_whole_in_the_record() -> None
 async def test_huge_outputs_default_cut() -> None:
     run = await toolweave.run_plan({'steps': [step('big', 'big')]}, [FakeTool('big', output_chars=1_000_000)])
     assert len(run.summary) < 5000
-    assert '[cut 996000 of 1000000 characters]' in run.summary
+    assert '[cut 996000 of 1000000 characters; ' in run.summary
     unlimited = await toolweave.run_plan({'steps': [step('big', 'big')]}, [FakeTool('big', output_chars=50_000)],
                                          max_output_chars=None)
     assert len(unlimited.summary) == 50_000 + len('{"big": ""}')

@@ -23,7 +23,17 @@ from langgraph.warnings import LangGraphDeprecatedSinceV10
 from meeting import Hang, Meeting
 from pydantic import ValidationError
 
-from toolweave import McpToolset, TextTool, ToolCallContext, ToolPipeline, Toolset, requires_approval, run_plan, tool
+from toolweave import (
+    McpToolset,
+    TextTool,
+    ToolCallContext,
+    ToolPipeline,
+    Toolset,
+    requires_approval,
+    run_plan,
+    tool,
+    validate_plan,
+)
 from toolweave.integrations.langgraph import (
     langchain_tool,
     langchain_tools,
@@ -368,10 +378,12 @@ async def test_langchain_tools_as_toolweave_tools() -> None:
     assert tools[0].definition.parameters['required'] == ['n']
     assert tools[0].definition.description == 'Doubles n.'
     run = await run_plan(plan(step('a', 'double', n=4), step('b', 'double', n='$ref:a'), step('c', 'broken'),
-                              step('d', 'double', n='many')), tools)
+                              step('d', 'double', n='$ref:c')), tools)
     assert [s.output for s in run.steps[:2]] == ['8', '16']
     assert run.steps[2].error == 'Tool execution failed: broken on purpose'
-    assert 'validation error for double' in str(run.steps[3].error)
+    # a literal that does not fit the tool's schema is caught before anything runs
+    assert validate_plan(plan(step('d', 'double', n='many')), tools) == [
+        "steps[0] (id 'd'): arguments.n: 'many' is not of type 'integer'."]
     assert toolweave_tool(langchain_tool(greet)) is greet
     with pytest.raises(TypeError, match='needs a LangChain BaseTool'):
         toolweave_tool(object())  # type: ignore[arg-type]

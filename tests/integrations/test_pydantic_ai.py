@@ -142,7 +142,7 @@ async def test_a_tool_that_raises_fails_its_step_and_its_sibling_still_runs() ->
         return 'ok'
 
     the_plan = plan(step('a', 'explode', reason='that'), step('b', 'fine'), step('c', 'crash'),
-                    step('d', 'fine', after='$ref:a'))
+                    step('d', 'explode', reason='$ref:a'))
     script = Script([calls_plan(the_plan), answer()])
     await Agent(script.model(), toolsets=[PlanToolset(toolset)]).run('go')
     [returned] = script.tool_returns(1)
@@ -165,7 +165,8 @@ async def test_invalid_arguments_of_a_step_are_reported_with_the_field() -> None
     script = Script([calls_plan(plan(step('a', 'double', n='many'))), answer()])
     await Agent(script.model(), toolsets=[PlanToolset(toolset)]).run('go')
     [returned] = script.tool_returns(1)
-    assert "Invalid arguments for tool 'double': n:" in str(returned.content)
+    assert str(returned.content) == "Plan execution failed: steps[0] (id 'a'): arguments.n: 'many' is not of type " \
+        "'integer'."
 
 
 async def test_a_plan_naming_an_unknown_tool_runs_nothing_and_lists_the_tools() -> None:
@@ -344,10 +345,9 @@ async def test_a_toolsets_tools_as_toolweave_tools_outside_an_agent_run() -> Non
     tools = await toolweave_tools(toolset, ctx)
     assert [t.name for t in tools] == ['whoami']
     assert tools[0].definition.parameters['required'] == ['greeting']
-    run = await run_plan(plan(step('a', 'whoami', greeting='hi'), step('b', 'whoami')), tools)
+    run = await run_plan(plan(step('a', 'whoami', greeting='hi'), step('b', 'whoami', greeting={'$ref': 'a'})), tools)
     assert run.steps[0].output == 'hi, Ada'
-    assert run.steps[1].error == ("Invalid arguments for tool 'whoami': greeting: Field required. "
-                                  'Fix them and call again.')
+    assert run.steps[1].output == 'hi, Ada, Ada'
 
 
 async def test_the_plan_tool_name_must_not_clash() -> None:

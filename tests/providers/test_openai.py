@@ -532,7 +532,7 @@ async def test_strict_tools_ask_the_provider_to_enforce_their_schema() -> None:
     from toolweave.testing import FakeTool
 
     replay = Replay.from_cassette('openai_text.json')
-    planner = PlanTool(Toolset([FakeTool('echo')]))
+    planner = PlanTool(Toolset([FakeTool('echo')]), plan_schema='string')
     await make_model(replay).respond([UserMessage('Say hello.')], [WEATHER, planner.definition])
 
     weather, plan = (tool['function'] for tool in replay.sent[0].body['tools'])

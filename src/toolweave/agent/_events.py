@@ -18,7 +18,7 @@ from toolweave.models._base import Message
 from toolweave.tools._result import ToolResult
 
 if TYPE_CHECKING:
-    from toolweave.plan import StepRecord
+    from toolweave.plan import ItemRecord, StepRecord
 
 __all__ = (
     'AgentEvent',
@@ -26,6 +26,7 @@ __all__ = (
     'EventHub',
     'EventListener',
     'MessageEvent',
+    'PlanItemFinished',
     'PlanStepFinished',
     'PlanStepStarted',
     'ProgressEvent',
@@ -116,6 +117,14 @@ class PlanStepFinished(AgentEvent):
     """A step of a plan finished, failed, was skipped or was cancelled (read `step.status`)."""
 
     step: StepRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanItemFinished(AgentEvent):
+    """One element of a plan's `for_each` step finished (read `item.status`; `step.items[item.index]`)."""
+
+    step: StepRecord
+    item: ItemRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolweave.agent._events import PlanStepFinished, PlanStepStarted
+from toolweave.agent._events import PlanItemFinished, PlanStepFinished, PlanStepStarted
 from toolweave.agent._process import AgentProcess, current_process
 from toolweave.plan import PlanEvent, PlanRun, PlanTool
-from toolweave.tools import DelegatingTool, Tool, ToolArguments, ToolCallContext, ToolResult, Toolset
+from toolweave.tools import DelegatingTool, ToolArguments, ToolCallContext, ToolResult, Toolset
 
 __all__ = ('AgentPlanTool', 'forward_plan_event')
 
@@ -18,6 +18,9 @@ def forward_plan_event(event: PlanEvent) -> None:
     """Turn a plan executor event into an agent event of the process the plan runs in."""
     process = current_process()
     if process is None:
+        return
+    if event.item is not None:
+        process.emit(PlanItemFinished(process_id=process.id, time=process.elapsed(), step=event.step, item=event.item))
         return
     kind = PlanStepStarted if event.kind == 'step_started' else PlanStepFinished
     process.emit(kind(process_id=process.id, time=process.elapsed(), step=event.step))
@@ -34,18 +37,26 @@ class AgentPlanTool(DelegatingTool):
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         process = current_process()
-        result = await self._for_run(process).execute(arguments, context)
-        if process is not None and isinstance(result.value, PlanRun):
+        tool = self._for_run(process)
+        if process is None:
+            return await tool.execute(arguments, context)
+        # Each plan of the run is named p1, p2, ...: a later plan may refer to any step of an earlier one as
+        # "$ref:p1/<step>.path", so a big result is used where it is, never copied back into arguments.
+        earlier = {run.name: run for run in process.plan_runs if run.name is not None}
+        result = await tool.run_call(arguments, context, earlier=earlier, name=f'p{len(earlier) + 1}')
+        if isinstance(result.value, PlanRun):
             process.record_plan_run(result.value)
         return result
 
-    def _for_run(self, process: AgentProcess | None) -> Tool:
+    def _for_run(self, process: AgentProcess | None) -> PlanTool:
         """The plan tool over the tools the run offers now, so a plan may call tools that unfolding or another
         injection added during the run (and not those it removed); each step is counted against the budget."""
         if process is None or process.offered_tools is None:
+            assert isinstance(self.delegate, PlanTool)
             return self.delegate
         offered = [_Counted(tool) for tool in process.offered_tools() if tool is not self]
-        return PlanTool(Toolset(offered), on_event=forward_plan_event, **self.options)
+        # This one only runs the plan (the model was shown the agent's plan tool): no schema to build.
+        return PlanTool(Toolset(offered), on_event=forward_plan_event, **{**self.options, 'plan_schema': 'compact'})
 
 
 class _Counted(DelegatingTool):

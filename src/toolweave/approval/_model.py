@@ -143,6 +143,9 @@ class PlannedStep:
     timeout: float | None = DEFAULT_TIMEOUT
     """The review timeout of its tool (see `requires_approval`)."""
     on_timeout: OnTimeout = DEFAULT_ON_TIMEOUT
+    for_each: Any = None
+    """The list the step runs its tool over, once per element, as the plan wrote it (`None`: one call). Approving
+    such a step approves every element's call."""
 
     def request(self, context: ToolCallContext = ToolCallContext.EMPTY) -> ReviewRequest:
         """This step as a one-call review request (`timing='before_execution'`, arguments as written): what a
@@ -153,7 +156,8 @@ class PlannedStep:
     def line(self) -> str:
         """`send (send_email) {"to":"$ref:lookup.email"} after lookup`: one line of a plan view."""
         after = f' after {", ".join(self.depends_on)}' if self.depends_on else ''
-        return f'{self.id} ({self.tool}) {describe_arguments(self.arguments)}{after}'
+        each = f' for each of {describe_arguments(self.for_each)}' if self.for_each is not None else ''
+        return f'{self.id} ({self.tool}) {describe_arguments(self.arguments)}{each}{after}'
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,7 +162,8 @@ def _waves(plan: Plan, toolset: Toolset) -> tuple[tuple[str, ...], ...]:
     """The plan's waves, computed by the executor itself: a dry run against instant stand-ins of the tools
     (same names and schemas, nothing real is called), so the grouping is exactly what `run` would use."""
 
-    stand_ins = Toolset([_StandIn(toolset.get(name).definition) for name in dict.fromkeys(s.tool for s in plan.steps)])
+    names = dict.fromkeys(step.tool for step in plan.steps if not step.is_select)
+    stand_ins = Toolset([_StandIn(toolset.get(name).definition) for name in names])
     return anyio.run(partial(run_plan, plan, stand_ins)).waves
 
 
@@ -232,7 +233,8 @@ def run_command(
     toolset = load_toolset(tools)
     plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
     _quiet_library_logs()
-    gated = any(toolset.get(step.tool).definition.metadata.requires_approval for step in plan.steps)
+    gated = any(toolset.get(step.tool).definition.metadata.requires_approval for step in plan.steps
+                if not step.is_select)
     # Approval prompts and a redrawing live table would overwrite each other: prompts get the plain event log.
     live = not json_output and console.is_terminal and not (gated and review in (Review.ask, Review.plan))
     view = LiveSteps(plan, waves=_waves(plan, toolset) if live else ())

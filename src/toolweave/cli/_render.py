@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from toolweave.plan import Plan, PlanEvent, PlanRun, StepRecord
+    from toolweave.plan import ItemRecord, Plan, PlanEvent, PlanRun, PlanStep, StepRecord
 
 __all__ = (
     'STATUS_LABELS',
@@ -31,6 +31,7 @@ __all__ = (
     'render_summary',
     'render_timeline',
     'render_totals',
+    'step_label',
 )
 
 STATUS_LABELS: Mapping[str, str] = {
@@ -71,6 +72,20 @@ def format_duration(seconds: float | None) -> str:
     return f'{minutes:.0f} min {rest:02.0f} s'
 
 
+def step_label(step: PlanStep) -> str:
+    """What a step does, in the tool column: the tool's name, `tool[]` for one call per element, `select`."""
+    if step.is_select:
+        return 'select'
+    return f'{step.tool}[]' if step.for_each is not None else step.tool
+
+
+def _items_done(record: StepRecord) -> str:
+    items = record.items or []
+    done = sum(item.status != 'pending' and item.status != 'running' for item in items)
+    failed = sum(item.status == 'failed' for item in items)
+    return f'{done}/{len(items)} items' + (f', {failed} failed' if failed else '')
+
+
 def _one_line(text: str | None, limit: int) -> str:
     flat = ' '.join((text or '').split())
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + '…'
@@ -88,7 +103,7 @@ class LiveSteps:
 
     def __init__(self, plan: Plan, *, waves: Iterable[Iterable[str]] = (), max_rows: int | None = None) -> None:
         self._ids = [step.id for step in plan.steps]
-        self._tools = {step.id: step.tool for step in plan.steps}
+        self._tools = {step.id: step_label(step) for step in plan.steps}
         self._waves = {step_id: index for index, wave in enumerate(waves) for step_id in wave}
         self._records: dict[str, StepRecord] = {}
         self._finished: list[str] = []
@@ -99,6 +114,8 @@ class LiveSteps:
         """Record a step event. Cheap: the table is only built when the screen refreshes."""
         self._run_started_at = event.run_started_at
         self._records[event.step.id] = event.step
+        if event.kind == 'item_finished':
+            return
         if event.kind == 'step_finished':
             self._finished.append(event.step.id)
 
@@ -147,6 +164,8 @@ class LiveSteps:
             record = self._records.get(step_id)
             status = self.status(step_id)
             detail = '' if record is None else record.error if record.error else record.output
+            if record is not None and record.items is not None and record.status == 'running':
+                detail = _items_done(record)
             table.add_row(
                 Text(step_id), Text(self._tools[step_id]),
                 str(record.wave) if record is not None else str(self._waves.get(step_id, '')),
@@ -163,9 +182,11 @@ class LiveSteps:
 def format_event(event: PlanEvent) -> str:
     """One plain line per event, for output that is not a terminal (CI logs, pipes)."""
     record = event.step
+    if event.item is not None:
+        return _format_item(record, event.item)
     if event.kind == 'step_started':
         at = record.started_at
-        return f'[{format_duration(at):>8}] started   {record.id} ({record.tool}, wave {record.wave})'
+        return f'[{format_duration(at):>8}] started   {record.id} ({step_label(record.step)}, wave {record.wave})'
     at = record.ended_at if record.ended_at is not None else record.started_at
     label = STATUS_LABELS.get(record.status, record.status)
     line = f'[{format_duration(at):>8}] {label:<9} {record.id}'
@@ -173,6 +194,17 @@ def format_event(event: PlanEvent) -> str:
         line += f' in {format_duration(record.duration)}'
     if record.error:
         line += f': {_one_line(record.error, 160)}'
+    return line
+
+
+def _format_item(record: StepRecord, item: ItemRecord) -> str:
+    label = STATUS_LABELS.get(item.status, item.status)
+    duration = None if item.started_at is None or item.ended_at is None else item.ended_at - item.started_at
+    line = f'[{format_duration(item.ended_at):>8}] {label:<9} {record.id}[{item.index}]'
+    if duration is not None:
+        line += f' in {format_duration(duration)}'
+    if item.error:
+        line += f': {_one_line(item.error, 160)}'
     return line
 
 
@@ -213,12 +245,39 @@ class Timeline:
             shown = record.duration if record.started_at is not None else None
             row.append(f'{format_duration(shown):>8} ')
             row.append(STATUS_LABELS.get(record.status, record.status), style=STATUS_STYLES.get(record.status, ''))
+            if record.condition_skipped:
+                row.append(' (when)', style='dim')
             yield row
+            yield from self.item_rows(record, id_width, total, bar_width, ascii_only)
         if len(chain) > 1:
             arrow = ' -> ' if ascii_only else ' → '
             busy = sum(self.run.step(i).duration or 0.0 for i in chain)
             yield Text(f'critical chain: {arrow.join(chain)} ({format_duration(busy)} of work, '
                        f'{format_duration(total)} wall)', style='dim')
+
+
+    def item_rows(self, record: StepRecord, id_width: int, total: float, bar_width: int,
+                  ascii_only: bool) -> Iterator[Text]:
+        """A `for_each` step's elements, one row each under the step (the first `MAX_ITEM_ROWS`)."""
+        items = record.items or []
+        left, right = ('|', '|') if ascii_only else ('│', '│')
+        for item in items[:MAX_ITEM_ROWS]:
+            row = Text(f'{_fit(f"  [{item.index}]", id_width):<{id_width}}', style='dim')
+            row.append('      ')
+            row.append(left, style='dim')
+            row.append_text(_bar(item, total, bar_width, ascii_only))
+            row.append(right, style='dim')
+            shown = None if item.started_at is None or item.ended_at is None else item.ended_at - item.started_at
+            row.append(f'{format_duration(shown):>8} ')
+            row.append(STATUS_LABELS.get(item.status, item.status), style=STATUS_STYLES.get(item.status, ''))
+            yield row
+        if len(items) > MAX_ITEM_ROWS:
+            yield Text(f'{"":<{id_width}}  ... {len(items) - MAX_ITEM_ROWS} more items ({_items_done(record)})',
+                       style='dim')
+
+
+MAX_ITEM_ROWS = 8
+"""Elements of a `for_each` step drawn in the timeline; the rest are counted."""
 
 
 def critical_chain(run: PlanRun) -> list[str]:
@@ -237,7 +296,7 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + '…'
 
 
-def _bar(record: StepRecord, total: float, width: int, ascii_only: bool) -> Text:
+def _bar(record: StepRecord | ItemRecord, total: float, width: int, ascii_only: bool) -> Text:
     style = STATUS_STYLES.get(record.status, '')
     if record.started_at is None:  # skipped or cancelled before starting: mark when it was decided
         at = record.ended_at if record.ended_at is not None else 0.0

@@ -90,10 +90,14 @@ def _plan_result(types: Any, result: ToolResult, run: PlanRun, content_log: Cont
     wanted = set(run.plan.output_steps or ())
     outputs = [record for record in run.steps if not wanted or record.id in wanted]
     results = {record.id: to_jsonable_python(record.value, fallback=str) for record in outputs if record.ok}
-    errors = {record.id: record.error or f'step {record.status}' for record in run.steps if not record.ok}
+    # A step a false `when` skipped is an outcome, not an error: it is in neither.
+    errors = {record.id: record.error or f'step {record.status}' for record in run.errors}
     content: list[Any] = [types.TextContent(text=result.output)]
     for record in outputs:
-        if record.ok:
+        if record.ok and record.items is not None:  # a for_each step: each element's call has its own blocks
+            for item in record.items:
+                content.extend(_blocks_of(record.tool, item.arguments, content_log))
+        elif record.ok:
             content.extend(_blocks_of(record.tool, record.arguments, content_log))
     return types.CallToolResult(content=content, structured_content={'results': results, 'errors': errors},
                                 is_error=bool(outputs) and not results)

@@ -8,27 +8,43 @@ from __future__ import annotations
 
 from toolweave._public import present as _present
 from toolweave.plan._meta import PlanTool, planning_instructions
-from toolweave.plan._model import Dialect, MissingField, Plan, PlanEvent, PlanStep, ReviewMode, StepStatus
+from toolweave.plan._model import (
+    Condition,
+    Dialect,
+    MissingField,
+    Plan,
+    PlanEvent,
+    PlanStep,
+    ReviewMode,
+    StepForms,
+    StepStatus,
+)
 from toolweave.plan._parse import parse_plan
-from toolweave.plan._record import PlanRun, StepRecord
+from toolweave.plan._plan_schema import PlanSchema, SchemaTooLarge
+from toolweave.plan._record import ItemRecord, PlanRun, StepRecord
 from toolweave.plan._review import review_request
 from toolweave.plan._run import run_plan, run_plan_sync
 from toolweave.plan._validate import validate_plan
 
 __all__ = (
+    'Condition',
     'Dialect',
+    'ItemRecord',
     'MissingField',
     'parse_plan',
     'Plan',
     'PlanEvent',
     'planning_instructions',
     'PlanRun',
+    'PlanSchema',
     'PlanStep',
     'PlanTool',
     'review_request',
     'ReviewMode',
     'run_plan',
     'run_plan_sync',
+    'SchemaTooLarge',
+    'StepForms',
     'StepRecord',
     'StepStatus',
     'validate_plan',

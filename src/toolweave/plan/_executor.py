@@ -40,7 +40,6 @@ import heapq
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -49,14 +48,17 @@ import anyio
 import anyio.lowlevel
 
 from toolweave import _tracing
+from toolweave._json import compact
 from toolweave.approval import ReviewDecision, describe_arguments, preset_review
 from toolweave.exceptions import ApprovalPending, ControlFlowSignal, PlanStoreError, ToolConfigurationError
+from toolweave.plan._expr import ExpressionError, evaluate, truthy
 from toolweave.plan._model import EventHandler, MissingField, PlanEvent, PlanStep, StepStatus
-from toolweave.plan._record import PlanRun, StepRecord, step_result
+from toolweave.plan._parse import excerpt
+from toolweave.plan._record import ItemRecord, PlanRun, StepRecord, cut, jsonable, step_result
 from toolweave.plan._refs import ResolveError
-from toolweave.plan._scan import Resolver
+from toolweave.plan._scan import Resolver, Rewrite
 from toolweave.plan._tracing import PlanTrace
-from toolweave.plan._validate import Prepared
+from toolweave.plan._validate import Prepared, StepKind
 from toolweave.tools._context import ToolCallContext
 
 if TYPE_CHECKING:
@@ -141,9 +143,14 @@ class _Run:
         self.waves = prepared.waves
         self.dependents = prepared.dependents
         self.rewrite = prepared.rewrite
-        self.tools: list[Tool] = prepared.tools
+        self.tools: list[Tool | None] = prepared.tools
         self.records = [StepRecord(step, index, self) for index, step in enumerate(plan.steps)]
-        self.resolver = Resolver(prepared.table, self.records, missing, plan.dialect)
+        self.resolver = Resolver(prepared.table, self.records, missing, plan.dialect, prepared.external)
+        self.kinds = prepared.kinds
+        self.max_items = prepared.max_items
+        self.concurrency = concurrency
+        self.condition_origin: dict[int, str] = {}
+        """Steps skipped because of a false `when`: the id of the step whose condition it was."""
         self.step_timeout = step_timeout
         self.context = context
         self.on_event = on_event
@@ -178,6 +185,12 @@ class _Run:
 
     def arguments(self, index: int) -> Any:
         """Step `index`'s arguments with every reference replaced (each reading gets fresh copies)."""
+        kind = self.kinds.get(index) if self.kinds else None
+        if kind is not None and kind.source is not None:
+            return self.resolve_field(index, kind.source, kind.source_rewrite)
+        if kind is not None and kind.for_each is not None:
+            items = self.records[index].items
+            return None if items is None else [item.arguments for item in items]
         given = self.steps[index].arguments
         rewrite = self.rewrite[index]
         return self.resolver.resolve(given, rewrite, self.steps[index].id) if rewrite else given
@@ -214,12 +227,16 @@ class _Run:
 
     async def run_step(self, index: int) -> None:
         """Run one ready step to its end: resolve its inputs, call its tool, record the outcome."""
-        record = self.records[index]
         ahead = self.ahead
         if ahead is not None and index in ahead.park:
             reason, detail = ahead.park[index]
             self.park(index, reason, detail)
             return
+        if self.kinds:
+            kind = self.kinds.get(index)
+            if kind is not None and await self.run_kind(index, kind):
+                return
+        record = self.records[index]
         self.transition(record, 'running')
         if self.journal is not None and not await self.flushed():
             return
@@ -229,8 +246,7 @@ class _Run:
             if decision is not None:
                 arguments = self.decided(index, decision, arguments)
             record.called = True
-            with preset_review(self.tools[index].name, decision) if decision is not None else nullcontext():
-                result = await self.call(index, arguments)
+            result = await self.call_decided(index, arguments, decision)
             if result.error is not None:
                 raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
             try:
@@ -280,6 +296,157 @@ class _Run:
         if self.unfinished == self.settled_at:
             self.wake_all()
 
+    # --- steps that select, loop or have a condition ------------------------------------------------------------
+
+    async def run_kind(self, index: int, kind: StepKind) -> bool:
+        """A step with `when`, `from`/`select` or `for_each`: the condition first (false: skipped, not failed),
+        then an expression instead of a tool call, or one tool call per element. Returns whether the step is
+        done; `False` leaves a tool step whose condition holds to `run_step`."""
+        record = self.records[index]
+        try:
+            if kind.when is not None and not self.condition_holds(index, kind):
+                return True
+            if kind.source is None and kind.for_each is None:
+                return False
+            self.transition(record, 'running')
+            if kind.for_each is not None and self.journal is not None and not await self.flushed():
+                return True
+            if kind.source is not None:
+                record.called = True
+                found = self.resolve_field(index, kind.source, kind.source_rewrite)
+                self.record_value(record, found if kind.select is None else self.evaluate(index, kind, found))
+            else:
+                await self.run_items(index, kind)
+        except StepFailed as exc:
+            self.transition(record, 'failed', str(exc))
+            self.release(index, ok=False)
+        else:
+            self.transition(record, 'succeeded')
+            self.release(index, ok=True)
+        return True
+
+    def condition_holds(self, index: int, kind: StepKind) -> bool:
+        """Evaluate the step's `when`; when false, skip the step (and, through `release`, its dependents)."""
+        assert kind.when is not None
+        step = self.steps[index]
+        found = self.resolve_field(index, kind.when_source, kind.when_rewrite)
+        try:
+            result = evaluate(kind.when, found)
+        except ExpressionError as exc:
+            raise StepFailed(f'Condition of step {step.id!r} could not be evaluated: {exc}') from None
+        if truthy(result):
+            return True
+        record = self.records[index]
+        record.condition_skipped = True
+        self.condition_origin[index] = step.id
+        select = step.when.select if step.when is not None else '@'
+        self.transition(record, 'skipped', f'Skipped because its condition is false: {select!r} gave '
+                                           f'{excerpt(result)}')
+        self.release(index, ok=False)
+        return False
+
+    def resolve_field(self, index: int, value: Any, rewrite: Rewrite) -> Any:
+        """A `from`, `for_each` or `when.from` value with its references replaced."""
+        if not rewrite:
+            return jsonable(value)
+        try:
+            return self.resolver.resolve(value, rewrite, self.steps[index].id)
+        except ResolveError as exc:
+            raise StepFailed(str(exc)) from None
+
+    def evaluate(self, index: int, kind: StepKind, value: Any) -> Any:
+        assert kind.select is not None
+        try:
+            return evaluate(kind.select, value)
+        except ExpressionError as exc:
+            raise StepFailed(f'select of step {self.steps[index].id!r} failed: {exc}') from None
+
+    @staticmethod
+    def record_value(record: StepRecord, value: Any) -> None:
+        """Record JSON data computed by the plan itself (a selection, a `for_each` list) as the step's value."""
+        try:
+            data = jsonable(value)
+            record.output = compact(data)
+        except (ValueError, TypeError) as exc:
+            raise StepFailed(f'The value cannot be recorded as JSON: {exc}') from None
+        record.value = record.ref_value = data
+        record.is_text = False
+        record.from_output = True  # the output is the value's JSON: the summary shows the value as it is
+
+    async def run_items(self, index: int, kind: StepKind) -> None:
+        """Call the step's tool once per element of its list, concurrently (at most `concurrency` at once); the
+        step's value is the list of results in list order. Every element runs; if any fails, the step fails
+        naming them, and each element's outcome stays in `record.items`."""
+        step = self.steps[index]
+        record = self.records[index]
+        elements = self.resolve_field(index, kind.for_each, kind.for_each_rewrite)
+        if not isinstance(elements, list):
+            raise StepFailed(f'for_each of step {step.id!r} must be a list, got {_kind_of(elements)} '
+                             f'{excerpt(elements)}. Refer to a list, or select one first (for example "from": '
+                             '"$ref:STEP", "select": "items").')
+        if len(elements) > self.max_items:
+            raise StepFailed(f'for_each of step {step.id!r} has {len(elements)} elements, more than the limit of '
+                             f'{self.max_items}. Narrow the list with a select step first (for example "[:20]"), '
+                             'or raise `max_items`.')
+        items = record.items = [ItemRecord(i) for i in range(len(elements))]
+        record.called = True
+        limiter = anyio.CapacityLimiter(self.concurrency) if self.concurrency else None
+        async with anyio.create_task_group() as group:
+            for item, element in zip(items, elements, strict=True):
+                group.start_soon(self.run_item, index, item, element, limiter)
+        failed = [item for item in items if item.status != 'succeeded']
+        if failed:
+            listed = '; '.join(f'item {item.index}: {cut(item.error or item.status, 300)}' for item in failed[:5])
+            more = f'; and {len(failed) - 5} more' if len(failed) > 5 else ''
+            raise StepFailed(f'{len(failed)} of {len(items)} for_each items failed: {listed}{more}')
+        self.record_value(record, [item.value for item in items])
+
+    async def run_item(self, index: int, item: ItemRecord, element: Any, limiter: anyio.CapacityLimiter | None
+                       ) -> None:
+        record = self.records[index]
+        try:
+            if limiter is not None:
+                async with limiter:
+                    await self.call_item(index, item, element)
+            else:
+                await self.call_item(index, item, element)
+        except StepFailed as exc:
+            item.status, item.error = 'failed', str(exc)
+        finally:
+            if item.status in ('pending', 'running'):
+                item.status, item.error = 'cancelled', 'Cancelled with its step'
+            item.ended_at = perf_counter() - self.t0
+            if self.on_event is not None:
+                try:
+                    self.on_event(PlanEvent('item_finished', record, self.t0, item))
+                except Exception:
+                    logger.exception('on_event handler raised for step %r item %d; ignored', record.id, item.index)
+
+    async def call_item(self, index: int, item: ItemRecord, element: Any) -> None:
+        item.started_at = perf_counter() - self.t0
+        item.status = 'running'
+        step = self.steps[index]
+        resolver = self.resolver
+        resolver.item, resolver.index = element, item.index  # resolution below never awaits: no other item interleaves
+        try:
+            item.arguments = resolver.resolve(step.arguments, self.rewrite[index], step.id) if self.rewrite[
+                index] else step.arguments
+        except ResolveError as exc:
+            raise StepFailed(str(exc)) from None
+        finally:
+            resolver.item = None
+        decision = self.ahead.decisions.get(index) if self.ahead is not None else None
+        if decision is not None:
+            item.arguments = self.decided(index, decision, item.arguments)
+        result = await self.call_decided(index, item.arguments, decision)
+        if result.error is not None:
+            raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
+        try:
+            outcome = step_result(result)
+        except ValueError as exc:
+            raise StepFailed(str(exc)) from None
+        item.output, item.value, item.status = outcome.output, outcome.ref_value, 'succeeded'
+
     def inputs(self, index: int) -> Any:
         given = self.steps[index].arguments
         if type(given) is str:  # JSON text that did not parse: this step fails, independent steps still run
@@ -292,9 +459,20 @@ class _Run:
         except ResolveError as exc:
             raise StepFailed(str(exc)) from None
 
+    async def call_decided(self, index: int, arguments: Any, decision: ReviewDecision | None) -> ToolResult:
+        """`call`, under a decision made ahead for the step (a whole-plan review, a stored decision): that
+        decision answers the call's own review without asking anyone."""
+        if decision is None:
+            return await self.call(index, arguments)
+        tool = self.tools[index]
+        assert tool is not None
+        with preset_review(tool.name, decision):
+            return await self.call(index, arguments)
+
     async def call(self, index: int, arguments: Any) -> ToolResult:
         """Call step `index`'s tool within `step_timeout`; a stray `CancelledError` fails the step."""
         tool = self.tools[index]
+        assert tool is not None  # only select steps have none, and they call nothing
         try:
             if self.step_timeout is None:
                 return await tool.call(arguments, self.context)
@@ -341,8 +519,14 @@ class _Run:
 
     def skip(self, index: int) -> None:
         records = self.records
-        culprit = next(records[d].id for d in self.deps[index] if records[d].status != 'succeeded')
-        self.transition(records[index], 'skipped', f"Skipped because dependency '{culprit}' failed")
+        culprit = next(d for d in self.deps[index] if records[d].status != 'succeeded')
+        origin = self.condition_origin.get(culprit) if self.condition_origin else None
+        if origin is None:
+            self.transition(records[index], 'skipped', f"Skipped because dependency '{records[culprit].id}' failed")
+            return
+        self.condition_origin[index] = origin
+        records[index].condition_skipped = True
+        self.transition(records[index], 'skipped', f"Skipped because the condition of step '{origin}' is false")
 
     def stop(self, exc: BaseException) -> None:
         """A step raised a configuration error or a control-flow signal: cancel the run, then re-raise `exc`."""
@@ -447,6 +631,10 @@ def _pending_detail(exc: ApprovalPending) -> dict[str, Any]:
             'arguments': request.arguments if isinstance(request.arguments, (str, Mapping)) else None}
 
 
+def _kind_of(value: Any) -> str:
+    return {dict: 'an object', str: 'a string', bool: 'a boolean', type(None): 'null'}.get(type(value), 'a number')
+
+
 def _is_stray(exc: BaseException) -> bool:
     """Whether a `CancelledError` was raised by the tool itself rather than delivered to cancel this task."""
     if anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
@@ -489,7 +677,7 @@ async def execute(
     concurrency: int | None = None,
     step_timeout: float | None = None,
     timeout: float | None = None,  # noqa: ASYNC109
-    missing_field: MissingField = 'null',
+    missing_field: MissingField = 'error',
     context: ToolCallContext = ToolCallContext.EMPTY,
     on_event: EventHandler | None = None,
     max_output_chars: int | None = None,

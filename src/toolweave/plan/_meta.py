@@ -8,17 +8,26 @@ errors and control-flow signals propagate, as from any tool.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from toolweave.approval import ReviewHandler
-from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError
+from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
 from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
+from toolweave.plan._plan_schema import (
+    PlanSchema,
+    SchemaTooLarge,
+    compact_schema,
+    drop_unset_nulls,
+    string_schema,
+    typed_schema,
+)
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._run import run_parsed
-from toolweave.plan._validate import as_toolset
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, as_toolset
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
@@ -33,43 +42,20 @@ from toolweave.tools import (
 
 __all__ = ('PlanTool', 'planning_instructions')
 
+logger = logging.getLogger('toolweave.plan')
+
 _MODEL_MAX_STEPS = 1000
 
 _ID_DESCRIPTION = (
-    "Run a plan of several tool calls in one go. Steps run in parallel unless one refers to another's "
-    'result with "$ref:<step id>" (or "$ref:<step id>.<field>") inside its arguments. Returns the outputs of '
-    '`output_steps` (all steps if omitted) as JSON keyed by step id, plus an error list if any step failed.'
+    'Run tool calls as one plan: steps [{"id", "tool", "arguments"}]; "$ref:ID" or "$ref:ID.field" in arguments '
+    'passes an earlier result. Steps may also select (JMESPath), loop (for_each) or wait on a condition (when): see '
+    'the Tool Planning instructions.'
 )
 _INDEX_DESCRIPTION = (
     'Execute a multi-step plan in a single call. `plan` is a JSON string: {"goal": "...", "steps": [{"tool": '
     '"...", "args": {...}, "description": "..."}]}. An argument may be {"$ref": "steps[N].result.<path>"} to use '
     'the result of an earlier step N. Returns one line per step.'
 )
-
-
-def _id_schema() -> dict[str, Any]:
-    step = {
-        'type': 'object',
-        'properties': {
-            'id': {'type': 'string', 'description': 'Unique step id (letters, digits, _ and -).'},
-            'tool': {'type': 'string', 'description': 'Name of the tool to call.'},
-            'arguments': {'type': 'string', 'description': 'The tool arguments as a JSON object string; values may '
-                          'be "$ref:<step id>" or "$ref:<step id>.<field>".'},
-        },
-        'required': ['id', 'tool', 'arguments'],
-        'additionalProperties': False,
-    }
-    return {
-        'type': 'object',
-        'properties': {
-            'steps': {'type': 'array', 'items': step, 'description': 'The tool calls of the plan.'},
-            # Required but nullable: providers' strict mode wants every property listed; null means all steps.
-            'output_steps': {'type': ['array', 'null'], 'items': {'type': 'string'},
-                             'description': 'Ids of the steps whose outputs you need back (null: all).'},
-        },
-        'required': ['steps', 'output_steps'],
-        'additionalProperties': False,
-    }
 
 
 def _index_schema() -> dict[str, Any]:
@@ -82,23 +68,20 @@ def _index_schema() -> dict[str, Any]:
 
 
 def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
-    """The "# Tool Planning" section an agent appends to its instructions when planning is on."""
+    """The "# Tool Planning" section an agent appends to its instructions when planning is on (and an MCP gateway
+    sends as its instructions): when to plan, the syntax, one example. The tool's own description stays short."""
     return (
         '# Tool Planning\n'
-        f'When you already know several tool calls you need, call `{tool_name}` once with all of them instead of '
-        'calling the tools one by one.\n'
-        '- Each step has an `id` (unique: letters, digits, _ and -), a `tool` name, and `arguments`: a JSON object '
-        'string for that tool.\n'
-        '- Use an earlier result inside arguments: "$ref:step_id" inserts the whole output (JSON stays JSON); '
-        '"$ref:step_id.field" (also "$ref:step_id.items[0].name") inserts one field; '
-        '"text {{$ref:step_id.field}} text" splices a value into a longer string.\n'
-        '- Steps that do not refer to each other run in parallel automatically; a step runs as soon as the steps '
-        'it refers to are done. If a step fails, the steps that refer to it are skipped; the rest still run.\n'
-        '- Set `output_steps` to the ids whose results you need; other outputs are not returned.\n'
-        'Example: {"steps": [{"id": "a", "tool": "get_weather", "arguments": "{\\"city\\": \\"Tokyo\\"}"}, '
-        '{"id": "b", "tool": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}, {"id": "c", "tool": '
-        '"compare", "arguments": "{\\"x\\": \\"$ref:a.temp\\", \\"y\\": \\"$ref:b.temp\\"}"}], '
-        '"output_steps": ["c"]}'
+        f'Prefer one `{tool_name}` call holding every tool call you can already plan; shape the data inside it and '
+        'return only what your answer needs ("output_steps").\n'
+        '- "$ref:ID" or "$ref:ID.items[0].name" passes an earlier result ("{{$ref:ID.field}}" inside text). '
+        'Independent steps run in parallel; a failed step skips the steps using it.\n'
+        '- {"id", "from": "$ref:ID", "select": JMESPath} filters, sorts, counts or joins, with no tool.\n'
+        '- "for_each": "$ref:ID" calls the step\'s tool per element ("$item", "$item.field", "$index" in arguments).\n'
+        '- "when": {"from": "$ref:ID", "select": JMESPath} runs a step only if true.\n'
+        'Example: {"steps": [{"id": "s", "tool": "search", "arguments": {"q": "laptop"}}, {"id": "top", "from": '
+        '"$ref:s", "select": "sort_by(@, &price)[:3]"}, {"id": "r", "tool": "reviews", "for_each": "$ref:top", '
+        '"arguments": {"id": "$item.id"}}], "output_steps": ["top", "r"]}'
     )
 
 
@@ -114,6 +97,13 @@ class PlanTool(Tool):
     With `review_mode='whole_plan'` the reviewers see each plan whole before it runs (see `run_plan`). With a
     `store` (a `PlanStore` or its URL, opened once here) every plan runs durably under a new run id, named in the
     summary when steps park; `resume_plan` goes on with it.
+
+    `plan_schema` chooses the input schema the model is shown: `'compact'` (the default: one generic step,
+    `arguments` an object), `'typed'` (a variant per tool whose arguments follow the tool's schema, strict: a
+    provider's strict mode or a grammar-constrained decoder can only write plans that match the tools; built
+    from the tools there when the plan tool is made; `SchemaTooLarge` when they do not fit strict mode's
+    limits), `'auto'` (typed when it fits, else compact, with a warning logged and `schema_note` saying why),
+    or `'string'` (strict, `arguments` a JSON string). Every form of plan is accepted whatever the schema.
 
     ```python
     echo = FakeTool('echo', lambda args: args['text'])
@@ -134,26 +124,56 @@ class PlanTool(Tool):
         concurrency: int | None = None,
         step_timeout: float | None = None,
         timeout: float | None = None,
-        missing_field: MissingField = 'null',
+        missing_field: MissingField = 'error',
         max_steps: int = _MODEL_MAX_STEPS,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         review_handler: ReviewHandler | None = None,
         review_mode: ReviewMode = 'per_step',
         on_event: EventHandler | None = None,
         store: StoreLike | None = None,
+        plan_schema: PlanSchema = 'compact',
+        max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
         self.tools = as_toolset(tools)
         self.dialect: Literal['id', 'index'] = dialect
         self.options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                                  review_handler, review_mode, None if store is None else open_store(store))
+                                  review_handler, review_mode, None if store is None else open_store(store),
+                                  max_items)
         self.on_event = on_event
         default_name = 'execute_tool_plan' if dialect == 'id' else 'execute_plan'
+        self.schema_note: str | None = None
+        """Why `plan_schema='auto'` fell back to the compact schema (`None`: it did not)."""
+        parameters, strict = self._schema(plan_schema) if dialect == 'id' else (_index_schema(), True)
         self._definition = ToolDefinition(
             name or default_name,
             description or (_ID_DESCRIPTION if dialect == 'id' else _INDEX_DESCRIPTION),
-            _id_schema() if dialect == 'id' else _index_schema(),
-            ToolMetadata(strict=True),
+            parameters,
+            ToolMetadata(strict=strict),
         )
+
+    def _schema(self, plan_schema: PlanSchema) -> tuple[dict[str, Any], bool]:
+        """The input schema for `plan_schema`, and whether it is strict."""
+        self.plan_schema = plan_schema
+        if plan_schema == 'compact':
+            return compact_schema(), False
+        if plan_schema == 'string':
+            return string_schema(), True
+        if plan_schema not in ('typed', 'auto'):
+            raise UserError(f"plan_schema must be 'compact', 'typed', 'auto' or 'string', got {plan_schema!r}.")
+        definitions = [t.definition for t in self.tools
+                       if t.name not in PLAN_TOOL_NAMES and not isinstance(t, PlanTool)]
+        try:
+            schema = typed_schema(definitions)
+        except SchemaTooLarge as exc:
+            if plan_schema == 'typed':
+                raise SchemaTooLarge(f'The typed plan schema does not fit strict mode: {exc}. Use plan_schema='
+                                     "'auto' (falls back to the compact schema) or 'compact'.") from None
+            self.schema_note = f'typed plan schema not used ({exc}): the compact schema is offered instead'
+            logger.warning('PlanTool: %s', self.schema_note)
+            self.plan_schema = 'compact'
+            return compact_schema(), False
+        self.plan_schema = 'typed'
+        return schema, True
 
     @property
     def definition(self) -> ToolDefinition:
@@ -164,12 +184,19 @@ class PlanTool(Tool):
         return planning_instructions(self._definition.name)
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        return await self.run_call(arguments, context)
+
+    async def run_call(self, arguments: ToolArguments, context: ToolCallContext, *,
+                       earlier: Mapping[str, PlanRun] | None = None, name: str | None = None) -> ToolResult:
+        """`execute`, with the earlier plans of the agent run a reference may name (`"$ref:<plan>/<step>"`)
+        and this plan's own name among them."""
         if self.dialect == 'index':
             return await self._execute_index(arguments, context)
         data: Any = arguments if arguments is not None else {}
+        data = self._without_unset_nulls(data)
         parsed = parse_lenient(data)  # either dialect is accepted; the schema shows the id-based one
         try:
-            run = await self._run(parsed, context)
+            run = await self._run(parsed, context, earlier, name)
         except PlanValidationError as exc:
             return ToolResult.failure(_render_problems(exc.problems))
         except (ToolConfigurationError, ControlFlowSignal):
@@ -178,9 +205,30 @@ class PlanTool(Tool):
             return ToolResult.failure(f'Unexpected error during plan execution: {type(exc).__name__}: {exc}')
         return ToolResult.success(run.summary, run)
 
-    async def _run(self, parsed: Any, context: ToolCallContext) -> PlanRun:
+    def _without_unset_nulls(self, data: Any) -> Any:
+        """Strict schemas make a model send `null` for every optional argument it leaves out: drop those the
+        tool's own schema does not accept (there, `null` can only mean "not given")."""
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except (json.JSONDecodeError, RecursionError):
+                return data
+        if not isinstance(data, Mapping) or not isinstance(data.get('steps'), list):
+            return data
+        steps = []
+        for step in data['steps']:
+            if isinstance(step, dict) and isinstance(step.get('tool'), str) and isinstance(step.get('arguments'), dict):
+                tool = self.tools.find(step['tool'])
+                if tool is not None:
+                    parameters = tool.definition.parameters
+                    step = {**step, 'arguments': drop_unset_nulls(step['arguments'], parameters, parameters)}
+            steps.append(step)
+        return {**data, 'steps': steps}
+
+    async def _run(self, parsed: Any, context: ToolCallContext, earlier: Mapping[str, PlanRun] | None = None,
+                   name: str | None = None) -> PlanRun:
         return await run_parsed(parsed, self.tools, self.options, context=context, on_event=self.on_event,
-                                refused=frozenset({self._definition.name}))
+                                refused=frozenset({self._definition.name}), earlier=earlier, name=name)
 
     async def _execute_index(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         text = _plan_text(arguments)

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 if TYPE_CHECKING:
-    from toolweave.plan._record import StepRecord
+    from toolweave.plan._record import ItemRecord, StepRecord
 
-__all__ = ('Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'ReviewMode', 'StepStatus')
+__all__ = ('Condition', 'Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'ReviewMode',
+           'StepForms', 'StepStatus')
 
 StepStatus: TypeAlias = Literal['pending', 'running', 'parked', 'succeeded', 'failed', 'skipped', 'cancelled']
 """Where a step is: not started, running, parked (waiting for a decision; its dependents wait with it), or one of
@@ -27,18 +28,76 @@ MissingField: TypeAlias = Literal['null', 'error']
 
 
 @dataclass(frozen=True, slots=True)
+class Condition:
+    """A step's `when`: the step runs only if `select` (a JMESPath expression) over `source` is truthy."""
+
+    source: Any
+    """The `from` value: a reference, or JSON holding references."""
+    select: str = '@'
+    """The expression; JMESPath truthiness (`false`, `null`, `""`, `[]` and `{}` are false)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepForms:
+    """What a step does besides one tool call (kept apart so that the common step stays small and quick to
+    build): its `from`/`select`, its `for_each` list, its `when` condition."""
+
+    source: Any = None
+    select: str | None = None
+    for_each: Any = None
+    when: Condition | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PlanStep:
-    """One tool call of a plan."""
+    """One step of a plan: a tool call (once, or once per element of `for_each`), or, with no tool, a `select`
+    over earlier results."""
 
     id: str
     """Unique within the plan; other steps refer to it as `"$ref:<id>"`. Index-based plans use `step_<N>`."""
     tool: str
-    """The name of the tool to call."""
+    """The name of the tool to call; `''` for a select step."""
     arguments: Any
     """The parsed JSON arguments (normally a dict) with references still in place. A JSON text that does not
     parse stays text: the step then fails at run time and independent steps still run."""
     description: str | None = None
     """What the step is for (index-based plans carry one per step)."""
+    forms: StepForms | None = None
+    """`from`/`select`, `for_each` and `when`, when the step has any (read them through the properties)."""
+
+    @property
+    def source(self) -> Any:
+        """A select step's `from`: a reference, or JSON holding references (`None`: not a select step)."""
+        return None if self.forms is None else self.forms.source
+
+    @property
+    def select(self) -> str | None:
+        """A select step's JMESPath expression over `source` (`None`: the value of `source` as it is)."""
+        return None if self.forms is None else self.forms.select
+
+    @property
+    def for_each(self) -> Any:
+        """A reference to a list (or a literal list): the tool is called once per element, `"$item"` and
+        `"$index"` in the arguments standing for the element and its position (`None`: one call)."""
+        return None if self.forms is None else self.forms.for_each
+
+    @property
+    def when(self) -> Condition | None:
+        """Run the step only if this condition holds; otherwise it is skipped, and so are its dependents."""
+        return None if self.forms is None else self.forms.when
+
+    @property
+    def is_select(self) -> bool:
+        """Whether the step evaluates an expression instead of calling a tool."""
+        return self.forms is not None and self.forms.source is not None
+
+    @property
+    def kind(self) -> str:
+        """`tool`, `for_each` or `select`."""
+        forms = self.forms
+        if forms is None:
+            return 'tool'
+        return 'select' if forms.source is not None else 'for_each' if forms.for_each is not None else 'tool'
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +122,17 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class PlanEvent:
-    """A step started, parked or finished. `step` is the live record: read it in the handler (it keeps changing).
-    A step that never started (skipped, or cancelled before it started) gets only `step_finished`; a parked step
-    gets `step_parked` and, in the run that picks up its decision, `step_started` again."""
+    """A step started, parked or finished, or one element of a `for_each` step finished. `step` is the live
+    record: read it in the handler (it keeps changing). A step that never started (skipped, or cancelled before it
+    started) gets only `step_finished`; a parked step gets `step_parked` and, in the run that picks up its
+    decision, `step_started` again."""
 
-    kind: Literal['step_started', 'step_parked', 'step_finished']
+    kind: Literal['step_started', 'step_parked', 'step_finished', 'item_finished']
     step: StepRecord
     run_started_at: float
     """`time.perf_counter()` when the run started; `step.started_at` is relative to it."""
+    item: ItemRecord | None = None
+    """For `item_finished`: the element's record (`step.items[item.index]`)."""
 
 
 EventHandler: TypeAlias = Callable[[PlanEvent], None]

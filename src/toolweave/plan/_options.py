@@ -10,6 +10,7 @@ from toolweave.approval import ReviewHandler, check_review_handler
 from toolweave.exceptions import UserError
 from toolweave.plan._model import MissingField, ReviewMode
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS
 
 if TYPE_CHECKING:
     from toolweave.plan.durable._store import PlanStore
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 __all__ = ('DEFAULT_MAX_STEPS', 'RunOptions')
 
 DEFAULT_MAX_STEPS = 10_000
-_STORED = ('concurrency', 'step_timeout', 'timeout', 'missing_field', 'max_steps', 'max_output_chars', 'review_mode')
+_STORED = ('concurrency', 'step_timeout', 'timeout', 'missing_field', 'max_steps', 'max_output_chars', 'review_mode',
+           'max_items')
 """The options a durable run keeps with it; a resume runs with them."""
 
 
@@ -28,12 +30,14 @@ class RunOptions:
     concurrency: int | None = None
     step_timeout: float | None = None
     timeout: float | None = None
-    missing_field: MissingField = 'null'
+    missing_field: MissingField = 'error'
     max_steps: int = DEFAULT_MAX_STEPS
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
     review_handler: ReviewHandler | None = None
     review_mode: ReviewMode = 'per_step'
     store: PlanStore | None = None
+    max_items: int = DEFAULT_MAX_ITEMS
+    """The most elements a `for_each` step may run over."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -47,6 +51,7 @@ class RunOptions:
         check_review_handler(self.review_handler, 'The plan run')
         if self.review_mode not in ('per_step', 'whole_plan'):
             raise UserError(f"review_mode must be 'per_step' or 'whole_plan', got {self.review_mode!r}.")
+        check_number(self.max_items, 'max_items', integer=True, minimum=1)
 
     def stored(self) -> dict[str, Any]:
         """The options a durable run keeps (not the reviewer, the store or the call context)."""

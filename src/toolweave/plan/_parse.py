@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Dialect, Plan, PlanStep
+from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, StepForms
 
 __all__ = (
     'EMPTY_PLAN',
@@ -28,6 +28,8 @@ __all__ = (
 
 EMPTY_PLAN = 'Tool plan must contain at least one step'
 _ID_FIELDS = frozenset({'id', 'tool', 'arguments', 'description'})
+_STEP_FIELDS = _ID_FIELDS | {'from', 'select', 'for_each', 'when'}
+_WHEN_FIELDS = frozenset({'from', 'select'})
 _INDEX_FIELDS = frozenset({'tool', 'args', 'description'})
 _ID_TOP = frozenset({'steps', 'output_steps', 'goal'})
 _INDEX_TOP = frozenset({'steps', 'goal'})
@@ -216,6 +218,11 @@ def _output_steps(data: Mapping[str, Any], problems: Problems) -> tuple[str, ...
     raw = data.get('output_steps')
     if raw is None:
         return None
+    if isinstance(raw, str):  # encoded a second time, like "steps" sometimes is
+        try:
+            raw = _loads(raw)
+        except (_TooDeep, json.JSONDecodeError):
+            pass
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         problems.add(-1, f'"output_steps" must be an array of step id strings, got {excerpt(raw, 100)}.'
                          ' Write "output_steps": ["step_id", ...] or leave it out to get every output.')
@@ -255,15 +262,71 @@ def _id_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, 
         reported.update({(index, 'id'), (index, 'tool'), (index, 'arguments')})
         return PlanStep('', '', {})
     label = step_label(index, raw.get('id'))
-    message = _unknown_keys(label, raw, _ID_FIELDS, 'A step has "id", "tool" and "arguments"'
+    message = _unknown_keys(label, raw, _STEP_FIELDS, 'A step has "id", "tool" and "arguments" (and optionally '
+                            '"for_each" and "when"), or "id", "from" and "select"'
                             + (' (not "args")' if 'args' in raw else '') + '.')
     if message:
         problems.add(index, message)
     step_id = _string_field(raw, 'id', index, label, problems, reported)
+    description = raw.get('description') if isinstance(raw.get('description'), str) else None
+    # `null` stands for "not given" (strict schemas list every field, so models send null for the unused ones).
+    when = _when(raw, index, label, problems, reported) if raw.get('when') is not None else None
+    if raw.get('from') is not None or raw.get('select') is not None:
+        return _select_step(raw, step_id, description, when, index, label, problems, reported)
     tool = _string_field(raw, 'tool', index, label, problems, reported)
     arguments = _arguments(raw.get('arguments'), index, label, problems, reported)
-    description = raw.get('description') if isinstance(raw.get('description'), str) else None
-    return PlanStep(step_id, tool, arguments, description)
+    for_each = raw.get('for_each')
+    if isinstance(for_each, (bool, int, float)):
+        problems.add(index, f'{label}: "for_each" must be a reference to a list (like "$ref:search.items") or an '
+                            f'array, got {describe_type(for_each)} {excerpt(for_each)}.')
+        reported.add((index, 'for_each'))
+        for_each = None
+    forms = StepForms(for_each=for_each, when=when) if for_each is not None or when is not None else None
+    return PlanStep(step_id, tool, arguments, description, forms)
+
+
+def _select_step(raw: Mapping[str, Any], step_id: str, description: str | None, when: Condition | None,
+                 index: int, label: str, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:
+    """A step with `from` (and usually `select`): it evaluates an expression, it calls no tool."""
+    clash = [name for name in ('tool', 'arguments', 'for_each') if raw.get(name) is not None]
+    if clash:
+        listed = ', '.join(f'"{name}"' for name in clash)
+        problems.add(index, f'{label}: a step with "from"/"select" calls no tool, so it cannot have {listed}. Split '
+                            'it in two: a tool step, and a select step whose "from" refers to it.')
+    source = raw.get('from')
+    if source is None:
+        problems.add(index, f'{label}: "select" needs "from", the value to select from, for example '
+                            '"from": "$ref:search.items".')
+        reported.add((index, 'from'))
+        source = {}
+    select = raw.get('select')
+    if select is not None and not isinstance(select, str):
+        problems.add(index, f'{label}: "select" must be a JMESPath expression string, got {describe_type(select)} '
+                            f'{excerpt(select)}.')
+        reported.add((index, 'select'))
+        select = None
+    return PlanStep(step_id, '', {}, description, StepForms(source, select, None, when))
+
+
+def _when(raw: Mapping[str, Any], index: int, label: str, problems: Problems,
+          reported: set[tuple[int, str]]) -> Condition | None:
+    value = raw['when']
+    example = '"when": {"from": "$ref:cheap", "select": "length(@) > `0`"}'
+    if not isinstance(value, dict) or value.get('from') is None:
+        problems.add(index, f'{label}: "when" must be an object with "from" (a reference) and "select" (a JMESPath '
+                            f'condition), got {excerpt(value)}. Write {example}.')
+        reported.add((index, 'when'))
+        return None
+    message = _unknown_keys(f'{label}: "when"', value, _WHEN_FIELDS, f'Write {example}.')
+    if message:
+        problems.add(index, message)
+    select = value.get('select', '@')
+    if not isinstance(select, str):
+        problems.add(index, f'{label}: "when.select" must be a JMESPath expression string, got '
+                            f'{describe_type(select)}. Write {example}.')
+        reported.add((index, 'when'))
+        return None
+    return Condition(value['from'], select)
 
 
 def _string_field(raw: Mapping[str, Any], name: str, index: int, label: str, problems: Problems,

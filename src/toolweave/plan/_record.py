@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     'DEFAULT_MAX_OUTPUT_CHARS',
+    'ItemRecord',
     'NOTHING_RETURNED',
     'PlanRun',
     'StepGraph',
@@ -129,11 +130,32 @@ def _reason(exc: Exception) -> str:
     return cut(text, 200)
 
 
+@dataclass(slots=True)
+class ItemRecord:
+    """One element of a `for_each` step: the tool called with it, addressed by (step id, `index`)."""
+
+    index: int
+    """Position of the element in the list."""
+    arguments: Any = None
+    """The arguments the tool was called with, `$item` and `$index` resolved (`None` if they did not resolve)."""
+    status: StepStatus = 'pending'
+    output: str | None = None
+    value: Any = None
+    """The call's value as JSON data (what the step's list holds at `index`)."""
+    error: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {'index': self.index, 'status': self.status, 'arguments': self.arguments, 'output': self.output,
+                'value': self.value, 'error': self.error, 'started_at': self.started_at, 'ended_at': self.ended_at}
+
+
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
-    __slots__ = ('_graph', 'called', 'ended_at', 'error', 'from_output', 'index', 'is_text', 'output', 'ref_value',
-                 'started_at', 'status', 'step', 'value')
+    __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'index', 'is_text',
+                 'items', 'output', 'ref_value', 'started_at', 'status', 'step', 'value')
 
     def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
         self.step = step
@@ -157,7 +179,11 @@ class StepRecord:
         """Seconds from the start of the run to the start of the step."""
         self.ended_at: float | None = None
         self.called = False
-        """Whether the step's arguments were resolved and its tool called."""
+        """Whether the step's arguments were resolved and its tool called (or its expression evaluated)."""
+        self.items: list[ItemRecord] | None = None
+        """A `for_each` step's elements, in list order, once its list is known."""
+        self.condition_skipped = False
+        """Skipped because a `when` condition was false (its own or a dependency's): an outcome, not an error."""
 
     @property
     def id(self) -> str:
@@ -166,6 +192,11 @@ class StepRecord:
     @property
     def tool(self) -> str:
         return self.step.tool
+
+    @property
+    def kind(self) -> str:
+        """`tool`, `for_each` or `select`."""
+        return self.step.kind
 
     @property
     def description(self) -> str | None:
@@ -184,7 +215,8 @@ class StepRecord:
 
     @property
     def arguments(self) -> Any:
-        """The resolved arguments the tool was called with (`None` if it was not called).
+        """The resolved arguments the tool was called with (`None` if it was not called); for a `for_each` step
+        the list of each element's arguments, for a select step the resolved `from` value.
 
         Rebuilt from the plan and the finished steps' values when read rather than kept: a plan of 100k steps
         then holds 100k fewer objects while it runs. The values it reads never change once their steps have
@@ -220,6 +252,8 @@ class StepRecord:
             'arguments': self.arguments, 'output': self.output,
             'value': self.ref_value if self.status == 'succeeded' else None, 'error': self.error,
             'started_at': self.started_at, 'ended_at': self.ended_at, 'duration': self.duration,
+            'kind': self.kind, 'condition_skipped': self.condition_skipped,
+            'items': None if self.items is None else [item.to_dict() for item in self.items],
         }
 
 
@@ -257,12 +291,16 @@ class PlanRun:
     """Seconds from start to the end of the last step."""
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
     """Where each value shown to the model is cut."""
+    name: str | None = None
+    """The plan's handle in its agent run (`p1`, `p2`, ...): a later plan of the run refers to this run's steps as
+    `"$ref:<name>/<step>..."`. `None` outside an agent run."""
     approvals: tuple[ApprovalRecord, ...] = ()
     """Every review decision made during the run (gated steps, and gated tools inside them), in order."""
     run_id: str | None = None
     """The id the run is stored under when it is durable (`run_plan(..., store=...)`), else `None`."""
     succeeded: int = field(init=False)
     failed: int = field(init=False)
+    _benign: int = field(init=False, repr=False)
     skipped: int = field(init=False)
     cancelled: int = field(init=False)
     parked: int = field(init=False)
@@ -272,8 +310,11 @@ class PlanRun:
 
     def __post_init__(self) -> None:
         counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0}
+        benign = 0
         for record in self.steps:
             counts[record.status] += 1
+            benign += record.condition_skipped
+        self._benign = benign
         self.succeeded = counts['succeeded']
         self.failed = counts['failed']
         self.skipped = counts['skipped']
@@ -287,8 +328,8 @@ class PlanRun:
 
     @property
     def ok(self) -> bool:
-        """Whether every step succeeded."""
-        return self.succeeded == len(self.steps)
+        """Whether every step succeeded, or was skipped because a `when` condition was false."""
+        return self.succeeded + self._benign == len(self.steps)
 
     @cached_property
     def _by_id(self) -> dict[str, StepRecord]:
@@ -309,11 +350,14 @@ class PlanRun:
 
     @property
     def errors(self) -> list[StepRecord]:
-        """The records of steps that did not succeed (parked and waiting ones included), in plan order."""
-        return [record for record in self.steps if record.status != 'succeeded']
+        """The records of steps that did not succeed (parked and waiting ones included; steps skipped by a false
+        condition left out), in plan order."""
+        return [record for record in self.steps if record.status != 'succeeded' and not record.condition_skipped]
 
     def _shown(self, record: StepRecord) -> Any:
         limit = self.max_output_chars
+        if record.condition_skipped:
+            return record.error or 'Skipped because its condition is false'
         if record.status == 'parked':
             return 'PARKED: ' + cut(record.error or 'waiting for a decision', limit)
         if record.status == 'pending':
@@ -322,11 +366,21 @@ class PlanRun:
             return 'ERROR: ' + cut(record.error or 'not run', limit)
         text = record.output or ''
         if limit is not None and len(text) > limit:
-            return cut(text, limit)
+            return self._preview(record, text, limit)
         if record.from_output:
             return text if record.is_text else record.ref_value
         value, is_text = parse_output(text)
         return text if is_text else value
+
+    def _preview(self, record: StepRecord, text: str, limit: int) -> str:
+        """The first `limit` characters, and how to use the whole value without copying it."""
+        if self.name is not None:
+            handle = f'$ref:{self.name}/{record.id}'  # no quotes: the note sits inside a JSON string
+            how = (f'the whole value stays available: refer to it as {handle} (or {handle}.field) in your next '
+                   'plan, with a select step to keep only what you need')
+        else:
+            how = 'a select step in the plan can keep only the part you need'
+        return f'{text[:limit]}... [cut {len(text) - limit} of {len(text)} characters; {how}]'
 
     @cached_property
     def summary(self) -> str:
@@ -368,6 +422,7 @@ class PlanRun:
         return {
             'goal': self.plan.goal, 'dialect': self.plan.dialect,
             'output_steps': None if self.plan.output_steps is None else list(self.plan.output_steps),
+            'name': self.name,
             'duration': self.duration, 'total': self.total, 'succeeded': self.succeeded, 'failed': self.failed,
             'skipped': self.skipped, 'cancelled': self.cancelled, 'parked': self.parked, 'waiting': self.waiting,
             'ok': self.ok, 'run_id': self.run_id,

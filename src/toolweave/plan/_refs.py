@@ -24,6 +24,10 @@ from toolweave._json import compact
 __all__ = (
     'EMBEDDED',
     'ID_PATTERN',
+    'INDEX',
+    'INDEX_POSITION',
+    'ITEM',
+    'ITEM_POSITION',
     'PREFIX',
     'SIMPLE',
     'SYNTAX_HINT',
@@ -33,6 +37,7 @@ __all__ = (
     'format_path',
     'lookup',
     'parse_index_ref',
+    'parse_item_ref',
     'parse_ref',
     'splice_text',
 )
@@ -41,7 +46,15 @@ ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
 """Step ids: the same rule as tool names."""
 
 PREFIX = '$ref:'
-EMBEDDED = re.compile(r'\\\{\{|\{\{\s*\$ref:(.*?)\s*\}\}')
+EMBEDDED = re.compile(r'\\\{\{|\{\{\s*(\$ref:|\$item\b|\$index\b)(.*?)\s*\}\}')
+"""`\\{{` (a literal `{{`), or an embedded reference: group 1 its kind (`$ref:`, `$item`, `$index`), group 2
+the rest."""
+ITEM = '$item'
+INDEX = '$index'
+ITEM_POSITION = -1
+"""Where a bound `$item` reference points: the element a `for_each` step is being called for."""
+INDEX_POSITION = -2
+"""Where a bound `$index` reference points: the position of that element."""
 _INDEX_REF = re.compile(r'steps\[(\d+)\]\.result(.*)', re.DOTALL)
 _INT = re.compile(r'-?\d+')
 SYNTAX_HINT = 'Write "$ref:STEP", "$ref:STEP.field", "$ref:STEP.items[0].name" or "$ref:STEP[\\"key with.dots\\"]".'
@@ -133,7 +146,8 @@ SIMPLE = re.compile(r'([A-Za-z0-9_-]{1,64})((?:\.[A-Za-z0-9_]+)*)')
 
 
 def parse_ref(body: str) -> Ref:
-    """Parse `STEP`, `STEP.PATH` or `STEP[N]...` (the text after `$ref:`)."""
+    """Parse `STEP`, `STEP.PATH` or `STEP[N]...` (the text after `$ref:`); `PLAN/STEP...` names a step of an
+    earlier plan of the same agent run."""
     simple = SIMPLE.fullmatch(body)
     if simple is not None:
         dotted = simple.group(2)
@@ -142,10 +156,19 @@ def parse_ref(body: str) -> Ref:
     while end < len(body) and body[end] not in '.[':
         end += 1
     step = body[:end]
-    if not ID_PATTERN.fullmatch(step):
+    if not all(ID_PATTERN.fullmatch(part) for part in step.split('/', 1)):
         what = 'a step id is missing' if not step else f'{step!r} is not a valid step id (letters, digits, _ and -)'
         raise RefSyntaxError(what)
     return Ref(step, _parse_path(body, end), body)
+
+
+def parse_item_ref(text: str) -> Ref:
+    """Parse `$item`, `$item.PATH` or `$index` (a `for_each` step's element, or its position)."""
+    if text == INDEX:
+        return Ref(INDEX, (), text, INDEX_POSITION)
+    if not text.startswith(ITEM) or text[len(ITEM):len(ITEM) + 1] not in ('', '.', '['):
+        raise RefSyntaxError('write "$item", "$item.field" or "$index"')
+    return Ref(ITEM, _parse_path(text, len(ITEM)), text, ITEM_POSITION)
 
 
 def parse_index_ref(text: str) -> tuple[int, tuple[Segment, ...]]:
@@ -197,9 +220,10 @@ def lookup(value: Any, is_text: bool, ref: Ref, missing: str, current_step: str)
             if missing == 'null':
                 return None
             at = format_path(path[:depth]) or 'the top level'
+            of = 'the for_each element' if ref.step == ITEM else f"step '{ref.step}' output"
             raise ResolveError(
                 f"Reference '{ref.source}' in step '{current_step}': field '{format_path(path[depth:depth + 1])}' "
-                f"not found in step '{ref.step}' output at {at}. {_describe_keys(current)}"
+                f"not found in {of} at {at}. {_describe_keys(current)}"
             )
         current = found
     return current

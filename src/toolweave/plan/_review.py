@@ -41,7 +41,8 @@ async def review_ahead(prepared: Prepared, tools: Toolset, context: ToolCallCont
     if decision.rejected is not None:
         return prepared, Ahead(rejected=decision.rejected)
     prepared, decisions, parked = apply_review(prepared, decision, tools, max_steps=max_steps, refused=refused)
-    park = {index: (f'Waiting for approval: {reason}', {'tool': prepared.tools[index].name, 'review': 'whole_plan'})
+    park = {index: (f'Waiting for approval: {reason}', {'tool': prepared.plan.steps[index].tool,
+                                                         'review': 'whole_plan'})
             for index, reason in parked.items()}
     return prepared, Ahead(park=park, decisions=decisions)
 
@@ -79,11 +80,12 @@ def plan_review_request(prepared: Prepared, context: ToolCallContext) -> PlanRev
     steps = prepared.plan.steps
     planned = []
     for index, step in enumerate(steps):
-        tool = prepared.tools[index]
-        gated = tool.requires_approval
-        timeout, on_timeout = review_options(tool) if gated else (None, 'exit_early')
-        planned.append(PlannedStep(step.id, tool.name, step.arguments, tuple(steps[d].id for d in prepared.deps[index]),
-                                   gated, step.description, timeout, on_timeout))
+        tool = prepared.tools[index]  # None for a select step, which calls nothing
+        gated = tool is not None and tool.requires_approval
+        timeout, on_timeout = review_options(tool) if tool is not None and gated else (None, 'exit_early')
+        planned.append(PlannedStep(step.id, step.tool or 'select', step.arguments,
+                                   tuple(steps[d].id for d in prepared.deps[index]), gated, step.description, timeout,
+                                   on_timeout, step.for_each))
     return PlanReviewRequest(tuple(planned), prepared.plan.goal, context)
 
 
@@ -100,7 +102,8 @@ def apply_review(prepared: Prepared, decision: PlanReviewDecision, tools: Toolse
     parked: dict[int, str] = {}
     edited = False
     for index, step in enumerate(steps):
-        if not prepared.tools[index].requires_approval:
+        tool = prepared.tools[index]
+        if tool is None or not tool.requires_approval:
             continue
         outcome = decision.for_step(step.id)
         if outcome is None:
@@ -114,7 +117,7 @@ def apply_review(prepared: Prepared, decision: PlanReviewDecision, tools: Toolse
     if not edited:
         return prepared, decisions, parked
     again, problems = prepare(Parsed(replace(prepared.plan, steps=tuple(steps)), Problems()), tools,
-                              max_steps=max_steps, extra_refused=refused)
+                              max_steps=max_steps, max_items=prepared.max_items, extra_refused=refused)
     if again is None:
         raise PlanValidationError([f"after the reviewer's edits: {problem}" for problem in problems.messages()])
     return again, decisions, parked

@@ -17,7 +17,7 @@ from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._review import review_ahead
-from toolweave.plan._validate import as_toolset, prepare
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare
 from toolweave.plan.durable._runs import StoreLike, opened, start_run
 from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
 
@@ -32,8 +32,13 @@ def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
 
 async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, context: ToolCallContext,
                      on_event: EventHandler | None, refused: frozenset[str] = frozenset(),
-                     run_id: str | None = None) -> PlanRun:
-    prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, extra_refused=refused)
+                     run_id: str | None = None, earlier: Mapping[str, PlanRun] | None = None,
+                     name: str | None = None) -> PlanRun:
+    """Validate and run; `earlier` are the plans of the same agent run a reference may name
+    (`"$ref:<plan>/<step>..."`), `name` this plan's own name there."""
+    steps = {plan: {record.id: record for record in run.steps} for plan, run in (earlier or {}).items()}
+    prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
+                                 extra_refused=refused, earlier=steps)
     if prepared is None:
         raise PlanValidationError(problems.messages())
     with record_approvals() as log, use_review_handler(options.review_handler):
@@ -49,6 +54,7 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
                                    timeout=options.timeout, missing_field=options.missing_field, context=context,
                                    on_event=on_event, max_output_chars=options.max_output_chars, ahead=ahead)
     result.approvals = log.records
+    result.name = name
     return result
 
 
@@ -59,7 +65,7 @@ async def run_plan(
     concurrency: int | None = None,
     step_timeout: float | None = None,
     timeout: float | None = None,  # noqa: ASYNC109
-    missing_field: MissingField = 'null',
+    missing_field: MissingField = 'error',
     max_steps: int = DEFAULT_MAX_STEPS,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     review_handler: ReviewHandler | None = None,
@@ -68,6 +74,7 @@ async def run_plan(
     on_event: EventHandler | None = None,
     store: StoreLike | None = None,
     run_id: str | None = None,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -78,9 +85,10 @@ async def run_plan(
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take; a step that takes longer fails like a raised exception.
         timeout: seconds the whole plan may take; steps still unfinished then are recorded as `cancelled`.
-        missing_field: what a reference to a field that does not exist gives: `'null'`, or `'error'` (the step
-            fails with a message listing the keys that do exist). In index-based plans a reference to a missing (or
-            null) field always fails its step: those values are spliced into text, where `null` would pass for data.
+        missing_field: what a reference to a field that does not exist gives: `'error'` (the default: the step
+            fails with a message naming the reference and the keys that do exist), or `'null'`. In index-based
+            plans a reference to a missing (or null) field always fails its step: those values are spliced into
+            text, where `null` would pass for data.
         max_steps: plans with more steps are rejected.
         max_output_chars: where each value in `PlanRun.summary` is cut (`None`: never).
         review_handler: reviews each step whose tool requires approval, together with the reviewers the caller
@@ -90,12 +98,15 @@ async def run_plan(
             step at once (approve all or some, edit, park, or reject the plan); approved steps then run without
             asking again.
         context: out-of-band values passed to every tool call.
-        on_event: called synchronously as each step starts, parks and finishes; keep it cheap.
+        on_event: called synchronously as each step starts, parks and finishes (and as each `for_each`
+            element finishes); keep it cheap.
         store: run durably in this plan store (a `PlanStore`, a SQLite path or `sqlite:///...` URL, or a
             `postgresql://...` URL): every step's transitions are recorded, and `resume_plan` goes on after a crash
             or once a parked step's decision arrives. See `toolweave.plan.durable`.
         run_id: the durable run's id (default: a new one; read it in `PlanRun.run_id`). A run id the store holds
             for the same plan goes on with that run; for another plan it is refused.
+        max_items: the most elements a `for_each` step may run over; a longer list fails the step (a literal one
+            fails validation).
 
     Returns:
         The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
@@ -124,12 +135,12 @@ async def run_plan(
             raise UserError(f'run_plan got run_id={run_id!r} without a store: a run id names a durable run. Pass '
                             "`store=` (for example 'sqlite:///runs.db') too.")
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode)
+                             review_handler, review_mode, max_items=max_items)
         return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
                                 on_event=on_event)
     async with opened(store) as plans:
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode, plans)
+                             review_handler, review_mode, plans, max_items=max_items)
         return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
                                 on_event=on_event, run_id=run_id)
 
@@ -141,7 +152,7 @@ def run_plan_sync(
     concurrency: int | None = None,
     step_timeout: float | None = None,
     timeout: float | None = None,
-    missing_field: MissingField = 'null',
+    missing_field: MissingField = 'error',
     max_steps: int = DEFAULT_MAX_STEPS,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     review_handler: ReviewHandler | None = None,
@@ -150,10 +161,11 @@ def run_plan_sync(
     on_event: EventHandler | None = None,
     store: StoreLike | None = None,
     run_id: str | None = None,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments)."""
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
                              max_output_chars=max_output_chars, review_handler=review_handler,
                              review_mode=review_mode, context=context, on_event=on_event, store=store,
-                             run_id=run_id))
+                             run_id=run_id, max_items=max_items))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -19,6 +20,10 @@ from toolweave.plan._parse import excerpt
 from toolweave.plan._record import jsonable
 from toolweave.plan._refs import (
     EMBEDDED,
+    INDEX,
+    INDEX_POSITION,
+    ITEM,
+    ITEM_POSITION,
     PREFIX,
     SIMPLE,
     SYNTAX_HINT,
@@ -28,6 +33,7 @@ from toolweave.plan._refs import (
     Segment,
     lookup,
     parse_index_ref,
+    parse_item_ref,
     parse_ref,
     splice_text,
 )
@@ -37,7 +43,13 @@ __all__ = ('RefTable', 'Resolver', 'Rewrite', 'Scanner')
 Bound = tuple[str, tuple[Segment, ...], str, int]
 """A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage
 collector stops tracking exact tuples of strings and ints, not `Ref` instances, and a plan holds one per
-distinct reference."""
+distinct reference. `position` is the referenced step's index in the plan; below zero it is `ITEM_POSITION`,
+`INDEX_POSITION`, or `external_position(k)`: the k-th step of an earlier plan the plan refers to."""
+
+
+def external_position(k: int) -> int:
+    """The position of the k-th earlier plan's step a plan refers to (and back: it is its own inverse)."""
+    return -3 - k
 Template = tuple[str | Bound, ...]
 Rewrite = tuple[Any, ...] | bool
 """What a step's arguments need at run time: `False` nothing; a tuple of keys: the arguments are an object and only
@@ -46,6 +58,7 @@ tracking); `True`: walk the whole value (the arguments are not a plain object, o
 _PATH: Final = 1
 _POSITION: Final = 3
 _IMMUTABLE = (str, int, float, bool, type(None))
+_UNCLOSED = re.compile(r'\{\{\s*\$(ref:|item|index)')
 
 
 @dataclass(slots=True)
@@ -110,10 +123,21 @@ def _path_text(trail: Sequence[Segment]) -> str:
 class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
-    __slots__ = ('deps', 'ids', 'index_dialect', 'known', 'problems', 'step_index', 'suggest', 'table', 'trail')
+    __slots__ = ('check', 'deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known',
+                 'problems', 'step_index', 'suggest', 'table', 'trail')
 
-    def __init__(self, ids: Mapping[str, int], dialect: str) -> None:
+    def __init__(self, ids: Mapping[str, int], dialect: str,
+                 earlier: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.ids = ids
+        self.earlier = earlier or {}
+        """Earlier plans of the same agent run, by name: their step records by step id."""
+        self.external: list[Any] = []
+        """The records of earlier plans' steps this plan refers to, in order of first reference."""
+        self.check: Callable[[int, tuple[Segment, ...], str], str | None] | None = None
+        """Checks a newly bound reference to a step of this plan (position, path, text): a problem, or `None`."""
+        self.field = 'arguments'
+        self.items = False
+        """Whether `$item` and `$index` may be used (in the arguments of a `for_each` step)."""
         self.suggest = _Suggester(ids)
         self.known: str | None = None
         self.index_dialect = dialect == 'index'
@@ -123,10 +147,14 @@ class Scanner:
         self.problems: list[str] = []
         self.trail: list[Segment] = []
 
-    def scan(self, arguments: Any, step_index: int) -> tuple[list[int], Rewrite, list[str]]:
+    def scan(self, arguments: Any, step_index: int, field: str = 'arguments',
+             items: bool = False) -> tuple[list[int], Rewrite, list[str]]:
         """The steps referred to (in order of first appearance, with repeats), what must be rewritten at run time
-        (see `Rewrite`), and the problems (each starting with the field, e.g. `arguments.data[0]: ...`)."""
+        (see `Rewrite`), and the problems (each starting with the field, e.g. `arguments.data[0]: ...`). `field`
+        names the part of the step (`arguments`, `from`, `for_each`, `when.from`); `items` allows `$item`."""
         self.step_index = step_index
+        self.field = field
+        self.items = items
         deps = self.deps = []
         rewrite: Rewrite
         if type(arguments) is dict and '$ref' not in arguments:
@@ -142,13 +170,15 @@ class Scanner:
     # --- messages ---------------------------------------------------------------------------------------------
 
     def where(self) -> str:
-        return 'arguments' + _path_text(self.trail)
+        return self.field + _path_text(self.trail)
 
     def bad(self, written: str, reason: str, hint: str = SYNTAX_HINT) -> None:
         self.problems.append(f'{self.where()}: malformed reference {_short(written)}: {reason}. {hint}')
 
     def bind(self, ref: Ref, written: str) -> Bound | None:
         index = self.ids.get(ref.step)
+        if index is None and '/' in ref.step:
+            return self.bind_external(ref, written)
         if index is None:
             if self.known is None:
                 self.known = ', '.join(list(self.ids)[:20]) + (', ...' if len(self.ids) > 20 else '')
@@ -158,7 +188,61 @@ class Scanner:
             )
             return None
         self.deps.append(index)
+        if self.check is not None:
+            self.checked(index, ref.path, written)
         return (ref.step, ref.path, written, index)
+
+    def checked(self, position: int, path: tuple[Segment, ...], written: str) -> None:
+        assert self.check is not None
+        problem = self.check(position, path, written)
+        if problem is not None:
+            step = [sid for sid, i in self.ids.items() if i == position][:1]
+            self.problems.append(f'{self.where()}: reference {_short(written)} cannot resolve: {problem} (in the '
+                                 f'output schema of step {step[0] if step else position!r}). Refer to a field it has.')
+
+    def bind_external(self, ref: Ref, written: str) -> Bound | None:
+        """A reference to a step of an earlier plan of the agent run: a constant, not a dependency."""
+        plan, step = ref.step.split('/', 1)
+        records = self.earlier.get(plan)
+        if records is None:
+            known = ', '.join(self.earlier) or 'none: this is the first plan of the run'
+            self.problems.append(f'{self.where()}: reference {_short(written)} names plan {plan!r}, which is not an '
+                                 f'earlier plan of this run (earlier plans: {known}).')
+            return None
+        record = records.get(step)
+        if record is None or record.status != 'succeeded':
+            listed = ', '.join(sid for sid, r in records.items() if r.status == 'succeeded')
+            what = (f'plan {plan!r} has no step {step!r}' if record is None
+                    else f'step {step!r} of plan {plan!r} {record.status}, so it has no value')
+            self.problems.append(f'{self.where()}: reference {_short(written)}: {what}. Its steps with a value: '
+                                 f'{listed or "(none)"}.')
+            return None
+        try:
+            k = self.external.index(record)
+        except ValueError:
+            k = len(self.external)
+            self.external.append(record)
+        return (ref.step, ref.path, written, external_position(k))
+
+    def special(self, bound: Bound) -> None:
+        """A reference that is not a dependency: `$item`/`$index` (allowed only in `for_each` arguments), or a step
+        of an earlier plan."""
+        if bound[_POSITION] in (ITEM_POSITION, INDEX_POSITION) and not self.items:
+            self.problems.append(f'{self.where()}: {bound[2]!r} is only defined in the arguments of a step with '
+                                 '"for_each" (it stands for the element the tool is called with). Add "for_each": '
+                                 '"$ref:STEP.list" to this step, or refer to a step with "$ref:STEP".')
+
+    def item(self, value: str) -> bool:
+        """A whole-string `$item...` / `$index`."""
+        try:
+            ref = parse_item_ref(value)
+        except RefSyntaxError as exc:
+            self.bad(value, str(exc), '')
+            return False
+        bound = (ref.step, ref.path, value, ref.position)
+        self.table.whole[value] = bound
+        self.special(bound)
+        return True
 
     # --- the walk ---------------------------------------------------------------------------------------------
 
@@ -187,12 +271,17 @@ class Scanner:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    self.deps.append(ref[_POSITION])
+                    if ref[_POSITION] >= 0:
+                        self.deps.append(ref[_POSITION])
+                    else:
+                        trail.append(key)
+                        self.special(ref)
+                        trail.pop()
                     rewrite = True
                     if keys is not None:
                         keys.append(key)
                     continue
-                if not item.startswith(PREFIX) and '{{' not in item:
+                if not item.startswith('$') and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
@@ -217,10 +306,15 @@ class Scanner:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    self.deps.append(ref[_POSITION])
+                    if ref[_POSITION] >= 0:
+                        self.deps.append(ref[_POSITION])
+                    else:
+                        trail.append(index)
+                        self.special(ref)
+                        trail.pop()
                     rewrite = True
                     continue
-                if not item.startswith(PREFIX) and '{{' not in item:
+                if not item.startswith('$') and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
@@ -233,14 +327,20 @@ class Scanner:
         if value.startswith(PREFIX):
             known = self.table.whole.get(value)
             if known is not None:
-                self.deps.append(known[_POSITION])
+                if known[_POSITION] >= 0:
+                    self.deps.append(known[_POSITION])
+                else:
+                    self.special(known)
                 return True
             simple = SIMPLE.fullmatch(value, len(PREFIX))
             if simple is not None and simple.group(1) in self.ids:  # the common case, without the general parser
                 step, dotted = simple.groups()
                 position = self.ids[step]
                 self.deps.append(position)
-                self.table.whole[value] = (step, tuple(dotted[1:].split('.')) if dotted else (), value, position)
+                path = tuple(dotted[1:].split('.')) if dotted else ()
+                self.table.whole[value] = (step, path, value, position)
+                if self.check is not None:
+                    self.checked(position, path, value)
                 return True
             if simple is not None:
                 ref = Ref(simple.group(1), (), value)
@@ -255,27 +355,43 @@ class Scanner:
                 return False
             self.table.whole[value] = bound
             return True
-        if '{{' in value and PREFIX in value:
+        if value.startswith(ITEM) or value == INDEX:
+            known = self.table.whole.get(value)
+            if known is not None:
+                self.special(known)
+                return True
+            return self.item(value)
+        if '{{' in value and '$' in value:
             return self.template(value)
         return False
 
     def template(self, value: str) -> bool:
         known = self.table.templates.get(value)
         if known is not None:
-            self.deps.extend(part[_POSITION] for part in known if not isinstance(part, str))
+            for part in known:
+                if not isinstance(part, str):
+                    if part[_POSITION] >= 0:
+                        self.deps.append(part[_POSITION])
+                    else:
+                        self.special(part)
             return True
         parts: list[str | Bound] = []
         last = 0
         for match in EMBEDDED.finditer(value):
             parts.append(value[last : match.start()])
             last = match.end()
-            body = match.group(1)
-            if body is None:
+            kind, body = match.group(1, 2)
+            if kind is None:
                 parts.append('{{')
                 continue
             written = match.group(0)
             try:
-                bound = self.bind(parse_ref(body), written)
+                if kind == PREFIX:
+                    bound = self.bind(parse_ref(body), written)
+                else:
+                    ref = parse_item_ref(kind + body)
+                    bound = (ref.step, ref.path, written, ref.position)
+                    self.special(bound)
             except RefSyntaxError as exc:
                 self.bad(written, str(exc))
                 continue
@@ -283,7 +399,7 @@ class Scanner:
                 parts.append(bound)
         rest = value[last:]
         parts.append(rest)
-        if '{{$ref:' in rest or '{{ $ref:' in rest:
+        if _UNCLOSED.search(rest) is not None:
             self.bad(rest, "an embedded reference is not closed with '}}'", 'Write "{{$ref:STEP.field}}".')
         merged: list[str | Bound] = []
         for part in parts:
@@ -303,7 +419,8 @@ class Scanner:
             return False
         known = self.table.objects.get(target)
         if known is not None:
-            self.deps.append(known[_POSITION])
+            if known[_POSITION] >= 0:
+                self.deps.append(known[_POSITION])
             return True
         if self.index_dialect:
             ref = self.index_ref(target)
@@ -343,15 +460,22 @@ class Resolver:
     nothing that another step, or the record, sees.
     """
 
-    __slots__ = ('index_dialect', 'missing', 'records', 'step', 'table')
+    __slots__ = ('external', 'index', 'index_dialect', 'item', 'missing', 'records', 'step', 'table')
 
-    def __init__(self, table: RefTable, records: Sequence[Any], missing: str, dialect: str) -> None:
+    def __init__(self, table: RefTable, records: Sequence[Any], missing: str, dialect: str,
+                 external: Sequence[Any] = ()) -> None:
         self.table = table
         self.records = records
+        self.external = external
+        """Records of earlier plans' steps that references point at (see `external_position`)."""
         self.index_dialect = dialect == 'index'
         # Index-based plans splice values into text, where a missing field would reach the tool as "null".
         self.missing = 'error' if self.index_dialect else missing
         self.step = ''
+        self.item: Any = None
+        """The element `$item` stands for while a `for_each` step's arguments are resolved for it."""
+        self.index = 0
+        """Its position (`$index`)."""
 
     def resolve(self, arguments: Any, rewrite: Rewrite, step: str) -> Any:
         """`arguments` with every reference replaced: under the keys `rewrite` names, or everywhere when it is
@@ -366,7 +490,18 @@ class Resolver:
 
     def read(self, ref: Bound) -> Any:
         """The value `ref` points at: the referenced step's value (or the part its path selects), copied."""
-        source = self.records[ref[_POSITION]]
+        position = ref[_POSITION]
+        if position >= 0:
+            source = self.records[position]
+        elif position == ITEM_POSITION:
+            found = self.item
+            if ref[_PATH]:
+                found = lookup(found, False, Ref(*ref), self.missing, self.step)
+            return found if isinstance(found, _IMMUTABLE) else jsonable(found)
+        elif position == INDEX_POSITION:
+            return self.index
+        else:
+            source = self.external[external_position(position)]
         found = source.ref_value
         if ref[_PATH]:
             found = lookup(found, source.is_text, Ref(*ref), self.missing, self.step)

@@ -13,13 +13,18 @@ from itertools import accumulate
 from typing import Any
 
 from toolweave.exceptions import UnknownToolError
-from toolweave.plan._model import Plan
-from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, parse_lenient, step_label
+from toolweave.plan._contracts import Contracts
+from toolweave.plan._expr import Expression, ExpressionError, compile_expression
+from toolweave.plan._model import Plan, PlanStep
+from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, describe_type, excerpt, parse_lenient, step_label
 from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._scan import RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
-__all__ = ('PLAN_TOOL_NAMES', 'Prepared', 'as_toolset', 'prepare', 'validate_plan')
+__all__ = ('DEFAULT_MAX_ITEMS', 'PLAN_TOOL_NAMES', 'Prepared', 'StepKind', 'as_toolset', 'prepare', 'validate_plan')
+
+DEFAULT_MAX_ITEMS = 100
+"""Elements a `for_each` step may run over, unless the run says otherwise."""
 
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
 """Meta-tools a plan step may never call: plans do not nest."""
@@ -27,11 +32,27 @@ _NO_DEPS: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
+class StepKind:
+    """What a step does besides (or instead of) one tool call, compiled: its `from` and `select`, its `for_each`
+    list, its `when` condition. Only steps that use one of them have one."""
+
+    source: Any = None
+    source_rewrite: Rewrite = False
+    select: Expression | None = None
+    for_each: Any = None
+    for_each_rewrite: Rewrite = False
+    when_source: Any = None
+    when_rewrite: Rewrite = False
+    when: Expression | None = None
+
+
+@dataclass(slots=True)
 class Prepared:
     """A validated plan, ready to run."""
 
     plan: Plan
-    tools: list[Tool]
+    tools: list[Tool | None]
+    """Per step: its tool (`None` for a select step)."""
     rewrite: list[Rewrite]
     """Per step: what of its arguments holds references to replace at run time (falsy: nothing)."""
     table: RefTable
@@ -41,6 +62,11 @@ class Prepared:
     dependents: list[tuple[int, ...]]
     waves: list[int]
     """Per step: its dependency level (0 for steps without references)."""
+    kinds: dict[int, StepKind]
+    """The steps that select, loop or have a condition, by position."""
+    external: list[Any]
+    """Records of earlier plans' steps the plan refers to (see `external_position`)."""
+    max_items: int = DEFAULT_MAX_ITEMS
 
 
 def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
@@ -49,7 +75,7 @@ def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
 
 
 def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset | Iterable[ToolsetItem], *,
-                  max_steps: int = 10_000) -> list[str]:
+                  max_steps: int = 10_000, max_items: int = DEFAULT_MAX_ITEMS) -> list[str]:
     """Every problem of `plan` against `tools` (a Toolset or anything `Toolset(...)` accepts); `[]` when it
     can run. Each message names the step (index and id) and the field, and says what to do.
 
@@ -60,12 +86,13 @@ def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset |
     """
     parsed = plan if isinstance(plan, Parsed) else Parsed(plan, Problems()) if isinstance(plan, Plan) else (
         parse_lenient(plan))
-    _, problems = prepare(parsed, as_toolset(tools), max_steps=max_steps)
+    _, problems = prepare(parsed, as_toolset(tools), max_steps=max_steps, max_items=max_items)
     return problems.messages()
 
 
-def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
-            extra_refused: frozenset[str] = frozenset()) -> tuple[Prepared | None, Problems]:
+def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
+            extra_refused: frozenset[str] = frozenset(),
+            earlier: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Prepared | None, Problems]:
     """Check everything; return the prepared plan (None if there is any problem) and the problems."""
     plan = parsed.plan
     problems = Problems()
@@ -83,19 +110,33 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
     resolved = _check_tools(plan, tools, parsed.reported, problems, PLAN_TOOL_NAMES | extra_refused)
     rewrite: list[Rewrite] = []
     deps: list[tuple[int, ...]] = []
-    scanner = Scanner(ids, plan.dialect)
+    kinds: dict[int, StepKind] = {}
+    scanner = Scanner(ids, plan.dialect, earlier)
+    contracts, check_literals = _contracts(resolved, plan, scanner)
     reported = parsed.reported
     for index, step in enumerate(steps):
         arguments = step.arguments
+        plain = step.forms is None
         if isinstance(arguments, str) or (reported and (index, 'arguments') in reported):
-            rewrite.append(False)
-            deps.append(_NO_DEPS)
-            continue
+            if plain:
+                rewrite.append(False)
+                deps.append(_NO_DEPS)
+                continue
+            arguments = {}
         try:
-            found, changes, messages = scanner.scan(arguments, index)
+            found, changes, messages = scanner.scan(arguments, index) if plain else scanner.scan(
+                arguments, index, 'arguments', step.for_each is not None)
         except RecursionError:
             found, changes, messages = [], False, ['arguments: nested too deeply to check. Use fewer levels of '
                                                    'nested objects and arrays.']
+        if not plain:
+            messages = list(messages)  # a list of this step's own (the scanner reuses an empty one)
+            kinds[index] = _prepare_kind(step, index, scanner, found, messages, max_items, contracts)
+        tool = resolved[index]
+        if check_literals and tool is not None:
+            more = contracts.check_step(tool, arguments, changes, scanner.table)
+            if more:
+                messages = [*messages, *more]
         if messages:
             label = _label(plan, index)
             for message in messages:
@@ -107,11 +148,84 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int,
             deps.append((found[0],))
         else:
             deps.append(tuple(dict.fromkeys(found)))
+    _check_output_steps(plan, ids, problems)
     waves, dependents = _graph(plan, deps, problems)
     if problems:
         return None, problems
-    tool_list = [t for t in resolved if t is not None]
-    return Prepared(plan, tool_list, rewrite, scanner.table, deps, dependents, waves), problems
+    return Prepared(plan, resolved, rewrite, scanner.table, deps, dependents, waves, kinds, scanner.external,
+                    max_items), problems
+
+
+def _contracts(resolved: list[Tool | None], plan: Plan, scanner: Scanner) -> tuple[Contracts, bool]:
+    """The tools' contracts; references are checked against output schemas when a tool declares one, literals
+    against input schemas when a tool's schema restricts anything."""
+    contracts = Contracts(resolved, plan.steps)
+    distinct = {id(tool): tool for tool in resolved if tool is not None}
+    if any(contracts.of(tool).output is not None for tool in distinct.values()):
+        scanner.check = contracts.check_reference
+    return contracts, not all(contracts.of(tool).permissive for tool in distinct.values())
+
+
+def _scan_field(scanner: Scanner, value: Any, index: int, field: str, found: list[int],
+                messages: list[str]) -> Rewrite:
+    try:
+        more, changes, problems = scanner.scan(value, index, field)
+    except RecursionError:
+        messages.append(f'{field}: nested too deeply to check. Use fewer levels of nested objects and arrays.')
+        return False
+    found.extend(more)
+    messages.extend(problems)
+    return changes
+
+
+def _compile(text: str, field: str, messages: list[str]) -> Expression | None:
+    try:
+        return compile_expression(text)
+    except ExpressionError as exc:
+        messages.append(f'{field}: {exc}')
+        return None
+
+
+def _prepare_kind(step: PlanStep, index: int, scanner: Scanner, found: list[int], messages: list[str],
+                  max_items: int, contracts: Contracts) -> StepKind:
+    """Scan and compile a step's `from`/`select`, `for_each` and `when`; their references join `found`."""
+    kind = StepKind()
+    if step.source is not None:
+        kind.source = step.source
+        kind.source_rewrite = _scan_field(scanner, step.source, index, 'from', found, messages)
+        if step.select is not None:
+            kind.select = _compile(step.select, 'select', messages)
+    if step.for_each is not None:
+        kind.for_each = step.for_each
+        kind.for_each_rewrite = _scan_field(scanner, step.for_each, index, 'for_each', found, messages)
+        if isinstance(step.for_each, str) and kind.for_each_rewrite:
+            messages.extend(contracts.item_problems(step.for_each, step.arguments, scanner.table))
+            types = contracts.reference(step.for_each).types
+            if types is not None and 'array' not in types:
+                messages.append(f'for_each: {step.for_each!r} gives {"/".join(sorted(types))}, not a list. Refer to '
+                                'a list (for example a field holding one), or make one with a select step first.')
+        if not kind.for_each_rewrite:
+            if not isinstance(step.for_each, list):
+                messages.append(f'for_each: must be a reference to a list (like "$ref:search.items") or an array, '
+                                f'got {describe_type(step.for_each)} {excerpt(step.for_each)}.')
+            elif len(step.for_each) > max_items:
+                messages.append(f'for_each: {len(step.for_each)} elements, more than the limit of {max_items}. '
+                                'Narrow the list with a select step first, or raise `max_items`.')
+    if step.when is not None:
+        kind.when_source = step.when.source
+        kind.when_rewrite = _scan_field(scanner, step.when.source, index, 'when.from', found, messages)
+        kind.when = _compile(step.when.select, 'when.select', messages)
+    return kind
+
+
+def _check_output_steps(plan: Plan, ids: Mapping[str, int], problems: Problems) -> None:
+    unknown = [step_id for step_id in plan.output_steps or () if step_id not in ids]
+    if unknown:
+        listed = ', '.join(repr(i) for i in unknown)
+        known = ', '.join(list(ids)[:30]) + (', ...' if len(ids) > 30 else '')
+        problems.add(-1, f'"output_steps" names {listed}, not {"a step" if len(unknown) == 1 else "steps"} of '
+                         f'this plan. Name step ids of this plan ({known}), or leave "output_steps" out to get '
+                         'every output.')
 
 
 def _label(plan: Plan, index: int) -> str:
@@ -156,7 +270,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
 
     cache: dict[str, Tool] = {}
     if not reported:  # the common case: look each distinct name up once, then one list in one pass
-        for name in {step.tool for step in plan.steps}:
+        for name in {step.tool for step in plan.steps if step.forms is None or not step.is_select}:
             try:
                 found = tools.get(name) if name not in refused else None
             except UnknownToolError:
@@ -165,13 +279,16 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
                 break
             cache[name] = found
         else:
-            return [cache[step.tool] for step in plan.steps]
+            return [cache[step.tool] if step.forms is None or not step.is_select else None for step in plan.steps]
         cache.clear()
     out: list[Tool | None] = []
     available: list[str] | None = None
     suggested: dict[str, str] = {}
     for index, step in enumerate(plan.steps):
         name = step.tool
+        if step.is_select:  # a select step calls no tool
+            out.append(None)
+            continue
         hit = cache.get(name)
         if hit is not None:
             out.append(hit)

@@ -262,7 +262,7 @@ async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler:
         plan = plan_from_data(json.loads(info.plan))
         options = RunOptions.from_stored(json.loads(info.options), review_handler=review_handler, store=store)
         prepared, problems = prepare(Parsed(plan, Problems()), tools, max_steps=options.max_steps,
-                                     extra_refused=refused)
+                                     max_items=options.max_items, extra_refused=refused)
         if prepared is None:
             raise PlanValidationError([f'the stored plan of run {run_id!r} does not fit these tools: {problem}'
                                        for problem in problems.messages()])
@@ -348,7 +348,7 @@ def _from_folded(prepared: Prepared, folded: Folded) -> Ahead:
         elif last.status == 'running' or (last.status == 'cancelled' and json.loads(last.detail or '{}').get(
                 'started')):
             tool = prepared.tools[index]
-            if not _runs_again(tool):
+            if tool is not None and not _runs_again(tool):
                 park[index] = (
                     f'Unknown after a crash: the step started at {when(last.at)} and its run stopped before it '
                     f'ended. Its tool {tool.name!r} is not marked idempotent or read-only, so it was not run again. '

@@ -1,0 +1,171 @@
+"""Plans check themselves against what tools promise: literal arguments against each tool's input schema,
+references against the output schema of the step they read, before anything runs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel
+
+import toolweave
+from toolweave import PlanValidationError, ToolMetadata, tool, validate_plan
+from toolweave.testing import FakeTool
+
+pytestmark = pytest.mark.anyio
+
+
+class Address(BaseModel):
+    city: str
+    zip: str
+
+
+class User(BaseModel):
+    name: str
+    age: int
+    tags: list[str]
+    address: Address
+
+
+@tool
+def get_user(user_id: int) -> User:
+    """Find a user."""
+    return User(name='Ada', age=36, tags=['admin'], address=Address(city='Paris', zip='75001'))
+
+
+@tool
+def get_weather(city: str, days: int = 1, unit: Literal['c', 'f'] = 'c') -> dict[str, float]:
+    """Weather for a city."""
+    return {'temp': 18.0}
+
+
+@tool
+def send(to: str, count: int, flag: bool = False) -> str:
+    """Send something."""
+    return f'{to} x{count}'
+
+
+@tool
+def text_tool(query: str) -> str:
+    """Returns text, which may hold JSON: its shape is unknown."""
+    return '{"anything": 1}'
+
+
+TOOLS = [get_user, get_weather, send, text_tool]
+
+
+def check(*steps: dict[str, Any]) -> list[str]:
+    return validate_plan({'steps': list(steps)}, TOOLS)
+
+
+def test_a_wrong_argument_name_is_reported_with_the_accepted_ones() -> None:
+    assert check({'id': 'w', 'tool': 'get_weather', 'arguments': {'town': 'Paris'}}) == [
+        "steps[0] (id 'w'): arguments: 'city' is a required property: it is missing.",
+        "steps[0] (id 'w'): arguments: Additional properties are not allowed ('town' is not an argument of this "
+        "tool). Tool 'get_weather' takes: city, days, unit.",
+    ]
+
+
+def test_literal_types_and_enums_are_checked_but_text_a_tool_coerces_is_let_through() -> None:
+    assert check({'id': 'a', 'tool': 'get_weather', 'arguments': {'city': 'Oslo', 'days': 'three', 'unit': 'k'}}) == [
+        "steps[0] (id 'a'): arguments.days: 'three' is not of type 'integer'.",
+        "steps[0] (id 'a'): arguments.unit: 'k' is not one of ['c', 'f'].",
+    ]
+    # what pydantic's lax validation accepts at run time passes here too
+    assert check({'id': 'a', 'tool': 'send', 'arguments': {'to': 'x', 'count': '5', 'flag': 'true'}}) == []
+    assert check({'id': 'a', 'tool': 'send', 'arguments': {'to': 'x', 'count': 5.0}}) == []
+
+
+async def test_a_plan_with_a_wrong_literal_runs_nothing() -> None:
+    probe = FakeTool('probe')
+    with pytest.raises(PlanValidationError):
+        await toolweave.run_plan({'steps': [{'id': 'p', 'tool': 'probe', 'arguments': {}},
+                                            {'id': 'w', 'tool': 'get_weather', 'arguments': {'town': 'x'}}]},
+                                 [*TOOLS, probe])
+    assert probe.calls == []
+
+
+def test_references_to_fields_the_output_schema_lacks_list_the_fields_it_has() -> None:
+    assert check({'id': 'u', 'tool': 'get_user', 'arguments': {'user_id': 1}},
+                 {'id': 's', 'tool': 'send', 'arguments': {'to': '$ref:u.address.town', 'count': 1}},
+                 {'id': 't', 'tool': 'send', 'arguments': {'to': 'Hi {{$ref:u.nme}}', 'count': 1}},
+                 {'id': 'v', 'tool': 'send', 'arguments': {'to': '$ref:u.tags.first', 'count': 1}}) == [
+        "steps[1] (id 's'): arguments.to: reference '$ref:u.address.town' cannot resolve: there is no field 'town' "
+        "at address; the fields there are: city, zip (in the output schema of step 'u'). Refer to a field it has.",
+        "steps[2] (id 't'): arguments.to: reference '{{$ref:u.nme}}' cannot resolve: there is no field 'nme' at "
+        "the top level; the fields there are: name, age, tags, address (in the output schema of step 'u'). Refer to "
+        'a field it has.',
+        "steps[3] (id 'v'): arguments.to: reference '$ref:u.tags.first' cannot resolve: the value at tags is an "
+        "array: use an index like [0], not a field name (in the output schema of step 'u'). Refer to a field it has.",
+    ]
+
+
+def test_a_reference_whose_type_cannot_fit_the_parameter_is_reported() -> None:
+    assert check({'id': 'u', 'tool': 'get_user', 'arguments': {'user_id': 1}},
+                 {'id': 's', 'tool': 'send', 'arguments': {'to': '$ref:u.tags', 'count': '$ref:u.address'}},
+                 {'id': 'ok', 'tool': 'send', 'arguments': {'to': '$ref:u.tags[0]', 'count': '$ref:u.age'}},
+                 {'id': 'text', 'tool': 'send', 'arguments': {'to': '{{$ref:u.tags}}', 'count': '$ref:u.name'}}) == [
+        "steps[1] (id 's'): arguments.to: reference '$ref:u.tags' gives array, but 'send' expects string here. "
+        'Refer to a field of the right type, or convert it with a select step first.',
+        "steps[1] (id 's'): arguments.count: reference '$ref:u.address' gives object, but 'send' expects integer "
+        'here. Refer to a field of the right type, or convert it with a select step first.',
+    ]
+
+
+def test_tools_without_an_output_schema_are_not_second_guessed() -> None:
+    assert check({'id': 't', 'tool': 'text_tool', 'arguments': {'query': 'x'}},
+                 {'id': 's', 'tool': 'send', 'arguments': {'to': '$ref:t.anything.deep', 'count': '$ref:t.n'}}) == []
+
+
+def test_an_mcp_tools_output_schema_is_read_from_its_metadata() -> None:
+    schema = {'type': 'object', 'properties': {'rows': {'type': 'array', 'items': {'type': 'object', 'properties': {
+        'id': {'type': 'integer'}}, 'required': ['id']}}}, 'required': ['rows']}
+    remote = FakeTool('query', {'rows': []}, metadata=ToolMetadata(extra={'output_schema': schema}))
+    problems = validate_plan({'steps': [
+        {'id': 'q', 'tool': 'query', 'arguments': {}},
+        {'id': 'a', 'tool': 'send', 'arguments': {'to': '$ref:q.rows[0].name', 'count': '$ref:q.rows[0].id'}},
+    ]}, [remote, send])
+    assert problems == [
+        "steps[1] (id 'a'): arguments.to: reference '$ref:q.rows[0].name' cannot resolve: there is no field 'name' "
+        "at rows[0]; the fields there are: id (in the output schema of step 'q'). Refer to a field it has."]
+
+
+def test_a_for_each_steps_value_is_a_list_of_its_tools_output() -> None:
+    assert check({'id': 'u', 'tool': 'get_user', 'for_each': [1, 2], 'arguments': {'user_id': '$item'}},
+                 {'id': 'a', 'tool': 'send', 'arguments': {'to': '$ref:u[0].name', 'count': '$ref:u[1].nme'}}) == [
+        "steps[1] (id 'a'): arguments.count: reference '$ref:u[1].nme' cannot resolve: there is no field 'nme' at "
+        "[1]; the fields there are: name, age, tags, address (in the output schema of step 'u'). Refer to a field it "
+        'has.']
+
+
+def test_the_return_annotation_is_the_output_schema_through_a_renaming_wrapper() -> None:
+    renamed = toolweave.tools.renamed(get_user, 'user')
+    assert validate_plan({'steps': [{'id': 'u', 'tool': 'user', 'arguments': {'user_id': 1}},
+                                    {'id': 's', 'tool': 'send', 'arguments': {'to': '$ref:u.x', 'count': 1}}]},
+                         [renamed, send])[0].startswith("steps[1] (id 's'): arguments.to: reference '$ref:u.x' cannot")
+
+
+def test_item_fields_are_checked_against_the_elements_of_the_list() -> None:
+    @tool
+    def users() -> list[User]:
+        """Every user."""
+        return []
+
+    problems = validate_plan({'steps': [
+        {'id': 'all', 'tool': 'users', 'arguments': {}},
+        {'id': 'mail', 'tool': 'send', 'for_each': '$ref:all',
+         'arguments': {'to': 'Hi {{$item.nmae}}', 'count': '$item.age'}},
+        {'id': 'zip', 'tool': 'send', 'for_each': '$ref:all', 'arguments': {'to': '$item.address.zip', 'count': 1}},
+    ]}, [users, send])
+    assert problems == [
+        "steps[1] (id 'mail'): arguments.to: reference '{{$item.nmae}}' cannot resolve: there is no field 'nmae' at "
+        'the top level; the fields there are: name, age, tags, address (in the elements of $ref:all). Refer to a '
+        'field the elements have.']
+
+
+async def test_a_tool_whose_schema_is_not_json_schema_is_left_to_check_its_own_arguments() -> None:
+    odd = FakeTool('odd', 'fine', parameters={'type': 'object', 'properties': {'x': {'type': 'nonsense'}},
+                                              'required': ['x']})
+    assert validate_plan({'steps': [{'id': 'a', 'tool': 'odd', 'arguments': {'x': 1}}]}, [odd]) == []
+    result = await toolweave.run_plan({'steps': [{'id': 'a', 'tool': 'odd', 'arguments': {'x': 1}}]}, [odd])
+    assert result.ok
