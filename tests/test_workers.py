@@ -4,6 +4,9 @@ inputs (a worker without a step's tool, the database going away, a store that ca
 
 from __future__ import annotations
 
+import json
+import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,10 +21,10 @@ from benchmarks._postgres import PostgresServer
 from benchmarks._worker_tools import PLAN_WIDTH, TOOLS, ledger_lines, plan
 from benchmarks._workers import WorkerProcess, worker_processes
 
-from toolweave import ReviewDecision
+from toolweave import CallbackReviewHandler, ReviewDecision, ReviewRequest, tool
 from toolweave.exceptions import PlanStoreError, PlanValidationError, UserError
 from toolweave.plan import PlanRun, run_plan
-from toolweave.plan.durable import decide, resume_plan
+from toolweave.plan.durable import decide, open_store, resume_plan
 from toolweave.plan.workers import Worker
 
 pytest.importorskip('dbos')
@@ -208,3 +211,61 @@ def test_importing_toolweave_does_not_import_dbos() -> None:
             "print(sorted(m for m in ('dbos', 'sqlalchemy') if m in sys.modules))")
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == '[]'
+
+
+def test_a_coordinator_killed_mid_run_resumes_from_the_cli_without_running_a_step_twice(
+        postgres_url: str, tmp_path: Path) -> None:
+    ledger = tmp_path / 'ledger'
+    plan_file = tmp_path / 'plan.json'
+    plan_file.write_text(json.dumps(plan(300)))
+    cli = [sys.executable, '-c', 'from toolweave.cli import main; main()']
+    tools = ['--tools', 'benchmarks._worker_tools:TOOLS', '--store', postgres_url]
+    root = Path(__file__).parent.parent
+    with worker_processes(postgres_url, 2, ledger=ledger, tool_seconds=0.01) as workers:
+        coordinator = subprocess.Popen([*cli, 'run', str(plan_file), *tools, '--run-id', 'cut', '--workers', '--json'],
+                                       cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        while sum(kind == 'E' for kind, _, _ in ledger_lines(ledger)) < 60 and coordinator.poll() is None:
+            time.sleep(0.002)
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait()
+        journal = open_store(postgres_url)
+        try:
+            last = {t.step_id: t.status for t in journal.load('cut').transitions if t.status != 'ready'}
+        finally:
+            journal.close()
+        assert 'running' in last.values() and len(last) < 300  # it died with steps sent and not heard back
+        resumed = subprocess.run([*cli, 'runs', 'resume', 'cut', *tools, '--json'], cwd=root, capture_output=True,
+                                 text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert report['succeeded'] == 300 and report['parked'] == 0
+    runs = Counter(step for kind, step, _ in ledger_lines(ledger) if kind == 'E')
+    assert set(runs) == {f's{i}' for i in range(300)} and set(runs.values()) == {1}  # every step ran exactly once
+    assert {pid for _, _, pid in ledger_lines(ledger)} <= {worker.pid for worker in workers}  # the resume sent them too
+
+
+def test_review_happens_before_a_step_is_sent_and_workers_run_the_tool_body(tmp_path: Path) -> None:
+    store = f'sqlite:///{tmp_path}/runs.db'
+    seen: list[str] = []
+
+    @tool(requires_approval=True)
+    async def send(to: str) -> str:
+        """Send a message (gated)."""
+        seen.append(threading.current_thread().name)
+        return f'sent to {to}'
+
+    plan_data = {'steps': [{'id': 'ada', 'tool': 'send', 'arguments': {'to': 'ada'}},
+                           {'id': 'bob', 'tool': 'send', 'arguments': {'to': 'bob'}}]}
+
+    def review(request: ReviewRequest) -> ReviewDecision:
+        return ReviewDecision.approve() if 'ada' in str(request.arguments) else ReviewDecision.reject('not Bob')
+
+    with Worker(store, [send], concurrency=2):
+        run = anyio.run(lambda: run_plan(plan_data, [send], store=store, run_id='rev', workers=True,
+                                         review_handler=CallbackReviewHandler(review)))
+    assert run.step('ada').output == 'sent to ada'
+    assert run.step('bob').error == 'Rejected by reviewer: {"to":"bob"} (not Bob)'
+    assert seen and seen[0] != threading.current_thread().name  # on the worker's event loop, not the coordinator's
+    with sqlite3.connect(tmp_path / 'runs.db') as db:
+        sent = [row[0] for row in db.execute('SELECT workflow_uuid FROM workflow_status')]
+    assert sent == ['rev/ada']  # the rejected step was never sent
