@@ -31,6 +31,9 @@ def worker_command(
     concurrency: Annotated[int, typer.Option('--concurrency', min=1, metavar='N',
                                              help="Steps each worker of the queue runs at once (the queue's "
                                                   'setting: the last worker started sets it).')] = 8,
+    poll: Annotated[float, typer.Option('--poll', min=0.001, max=60, metavar='SECONDS',
+                                        help="Seconds between two looks at the queue when it has nothing for this "
+                                             "worker (the queue's setting, like --concurrency).")] = 0.02,
     drain: Annotated[float, typer.Option('--drain', min=0, metavar='SECONDS',
                                          help='On Ctrl-C or SIGTERM, wait this long for the running steps.')] = 30.0,
 ) -> None:
@@ -38,7 +41,7 @@ def worker_command(
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
     toolset = load_toolset(tools)
-    worker = Worker(store, toolset, queue=queue, concurrency=concurrency)
+    worker = Worker(store, toolset, queue=queue, concurrency=concurrency, poll_interval=poll)
     try:
         worker.start()
     except (PlanStoreError, UserError, ImportError) as exc:
