@@ -51,43 +51,66 @@ SLOTS = 8
 
 
 @contextmanager
-def _database(folder: str) -> Iterator[tuple[str, str]]:
-    """A fresh database URL and what it is."""
+def _database(folder: str) -> Iterator[tuple[str, str, int | None]]:
+    """A fresh database URL, what it is, and its server's process id (`None` for SQLite)."""
     reason = unavailable()
     if reason is not None:
-        yield f'sqlite:///{folder}/bench.db', f'SQLite file (no PostgreSQL: {reason})'
+        yield f'sqlite:///{folder}/bench.db', f'SQLite file (no PostgreSQL: {reason})', None
         return
     with temporary_postgres() as server:
         import psycopg
 
         with psycopg.connect(server.url, autocommit=True) as admin:
             admin.execute('CREATE DATABASE bench_workers')
+        postmaster = int((server.data / 'postmaster.pid').read_text().split()[0])
         yield (server.url.replace('/postgres?', '/bench_workers?', 1),
-               'PostgreSQL, a temporary server on a Unix socket, fsync off')
+               'PostgreSQL, a temporary server on a Unix socket, fsync off', postmaster)
+
+
+def _stat(pid: int) -> list[str]:
+    try:
+        with open(f'/proc/{pid}/stat', encoding='ascii') as stat:
+            return stat.read().rpartition(')')[2].split()
+    except OSError:
+        return []
 
 
 def _cpu_seconds(pid: int) -> float:
     """CPU time (user + system) a process has used so far, from `/proc` (0 where there is none)."""
-    try:
-        with open(f'/proc/{pid}/stat', encoding='ascii') as stat:
-            fields = stat.read().rpartition(')')[2].split()
-    except OSError:
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK') if fields else 0.0
+
+
+def _server_cpu_seconds(postmaster: int | None) -> float:
+    """CPU time of a PostgreSQL server: the postmaster, its live backends and the ones it has reaped."""
+    if postmaster is None:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    fields = _stat(postmaster)
+    total = (int(fields[13]) + int(fields[14])) / os.sysconf('SC_CLK_TCK') if fields else 0.0
+    for name in os.listdir('/proc'):
+        if name.isdigit():
+            child = _stat(int(name))
+            if child and int(child[1]) == postmaster:
+                total += _cpu_seconds(int(name))
+    return total + _cpu_seconds(postmaster)
 
 
 class _Measured:
     """Wall times, and CPU seconds of this process and of the workers, per configuration."""
 
-    def __init__(self) -> None:
+    def __init__(self, postmaster: int | None) -> None:
+        self.postmaster = postmaster
         self.walls: dict[str, list[float]] = {}
+        self.database_cpu: dict[str, list[float]] = {}
         self.coordinator_cpu: dict[str, list[float]] = {}
         self.workers_cpu: dict[str, list[float]] = {}
 
     def run(self, name: str, url: str, steps: int, processes: Sequence[WorkerProcess] = (), **options: Any) -> None:
         _run(url, 10, **options)  # warm-up: connections, the queue picked up by the workers
         cpu, worker_cpu = time.process_time(), sum(_cpu_seconds(w.pid) for w in processes)
+        database_cpu = _server_cpu_seconds(self.postmaster)
         self.walls.setdefault(name, []).append(_run(url, steps, **options))
+        self.database_cpu.setdefault(name, []).append(_server_cpu_seconds(self.postmaster) - database_cpu)
         self.coordinator_cpu.setdefault(name, []).append(time.process_time() - cpu)
         self.workers_cpu.setdefault(name, []).append(sum(_cpu_seconds(w.pid) for w in processes) - worker_cpu)
 
@@ -129,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ['TOOLWEAVE_TOOL_SECONDS'] = str(TOOL_SECONDS)  # the in-process runs' tools wait as the workers' do
     os.environ.pop('TOOLWEAVE_LEDGER', None)
     started = time.perf_counter()
-    measured = _Measured()
-    with tempfile.TemporaryDirectory() as folder, _database(folder) as (url, database):
+    with tempfile.TemporaryDirectory() as folder, _database(folder) as (url, database, postmaster):
+        measured = _Measured(postmaster)
         for _ in range(rounds):
             _round(url, steps, counts, measured)
     report: dict[str, Any] = {
@@ -150,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             'ideal_steps_per_s': round(slots / TOOL_SECONDS, 1),
             'coordinator_cpu_ms_per_step': round(statistics.median(measured.coordinator_cpu[name]) / steps * 1e3, 2),
             'workers_cpu_ms_per_step': round(statistics.median(measured.workers_cpu[name]) / steps * 1e3, 2),
+            'database_cpu_ms_per_step': round(statistics.median(measured.database_cpu[name]) / steps * 1e3, 2),
             'walls_s': [round(v, 3) for v in values]})
     report['elapsed_s'] = round(time.perf_counter() - started, 2)
     _print(report)
@@ -163,12 +187,13 @@ def _print(report: dict[str, Any]) -> None:
     print(f'\n{report["steps"]:,} steps of {report["tool_seconds"] * 1000:g} ms, durable in {report["database"]}; '
           f'median of {report["rounds"]} rounds')
     print(f'{"run":<16} {"slots":>5} {"wall s":>8} {"steps/s":>8} {"x 1 worker":>11} {"x in-process":>13} '
-          f'{"ideal steps/s":>14} {"CPU ms/step here":>17} {"on workers":>11}')
+          f'{"ideal steps/s":>14} {"CPU ms/step here":>17} {"on workers":>11} {"database":>9}')
     for row in report['rows']:
         same = row['x_in_process_same_slots']
         print(f'{row["run"]:<16} {row["slots"]:>5} {row["wall_s"]:>8} {row["steps_per_s"]:>8} '
               f'{row["x_one_worker"]:>11} {"" if same is None else same:>13} {row["ideal_steps_per_s"]:>14} '
-              f'{row["coordinator_cpu_ms_per_step"]:>17} {row["workers_cpu_ms_per_step"]:>11}')
+              f'{row["coordinator_cpu_ms_per_step"]:>17} {row["workers_cpu_ms_per_step"]:>11} '
+              f'{row["database_cpu_ms_per_step"]:>9}')
 
 
 if __name__ == '__main__':
