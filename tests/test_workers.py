@@ -122,6 +122,7 @@ def test_a_worker_without_a_step_tool_is_named_before_anything_runs(postgres_url
         assert f':{workers[0].pid}:' in problem
         assert problem.startswith("step 's0' calls tool 'lookup', which worker ") and 'it runs effect' in problem
         assert 'toolweave worker --tools' in problem
+        assert workers[0].stop() == 0  # SIGTERM: the worker drains and exits cleanly
     assert ledger_lines(ledger) == []  # nothing ran
 
 
@@ -244,7 +245,8 @@ def test_a_coordinator_killed_mid_run_resumes_from_the_cli_without_running_a_ste
     assert {pid for _, _, pid in ledger_lines(ledger)} <= {worker.pid for worker in workers}  # the resume sent them too
 
 
-def test_review_happens_before_a_step_is_sent_and_workers_run_the_tool_body(tmp_path: Path) -> None:
+@pytest.mark.parametrize('backend', ['asyncio', 'trio'])
+def test_review_happens_before_a_step_is_sent_and_workers_run_the_tool_body(tmp_path: Path, backend: str) -> None:
     store = f'sqlite:///{tmp_path}/runs.db'
     seen: list[str] = []
 
@@ -262,7 +264,7 @@ def test_review_happens_before_a_step_is_sent_and_workers_run_the_tool_body(tmp_
 
     with Worker(store, [send], concurrency=2):
         run = anyio.run(lambda: run_plan(plan_data, [send], store=store, run_id='rev', workers=True,
-                                         review_handler=CallbackReviewHandler(review)))
+                                         review_handler=CallbackReviewHandler(review)), backend=backend)
     assert run.step('ada').output == 'sent to ada'
     assert run.step('bob').error == 'Rejected by reviewer: {"to":"bob"} (not Bob)'
     assert seen and seen[0] != threading.current_thread().name  # on the worker's event loop, not the coordinator's

@@ -26,7 +26,7 @@ from typing import Any
 from toolweave.exceptions import ControlFlowSignal, PlanStoreError, ToolConfigurationError, UserError
 from toolweave.plan.durable._postgres import redact
 from toolweave.plan.durable._runs import open_store
-from toolweave.plan.durable._store import new_owner, release_owner
+from toolweave.plan.durable._store import LEASE_SECONDS, new_owner, owner_is_stale, release_owner
 from toolweave.plan.workers._protocol import (
     APP_NAME,
     APP_VERSION,
@@ -104,6 +104,9 @@ class Worker:
         self._watcher: threading.Thread | None = None
         self._running = 0
         self._running_lock = threading.Lock()
+        self._connected_since = 0.0
+        """When this worker last found the database again (or started): it judges other machines' heartbeats only
+        after a lease of its own."""
 
     def __repr__(self) -> str:
         return f'Worker(queue={self.queue!r}, store={redact(self.store)!r}, executor_id={self.executor_id!r})'
@@ -159,6 +162,7 @@ class Worker:
             raise PlanStoreError(f'Cannot start a worker on plan store {redact(self.store)}: {type(exc).__name__}: '
                                  f'{exc}') from exc
         self._stop.clear()
+        self._connected_since = time.monotonic()
         self._watcher = threading.Thread(target=self._watch, name=f'toolweave-worker-{self.queue}', daemon=True)
         self._watcher.start()
 
@@ -239,11 +243,12 @@ class Worker:
             try:
                 self.watch_once()
             except Exception as exc:  # the database is away: DBOS waits for it; so do we
+                self._connected_since = time.monotonic()
                 logger.warning('Worker %s could not check on the other workers: %r', self.executor_id, exc)
 
     def watch_once(self) -> list[str]:
-        """Renew this worker's heartbeat and put the steps of dead workers back on the queue; returns the dead
-        workers whose steps were put back."""
+        """Renew this worker's heartbeat, put the steps of dead workers back on the queue and forget those workers;
+        returns the dead workers whose steps were put back."""
         registry = self._registry
         assert registry is not None
         registry.beat(self.executor_id, self.queue, self.tools.names)
@@ -251,17 +256,21 @@ class Worker:
         pending = DBOS.list_workflows(status='PENDING', queue_name=self.queue, load_input=False, load_output=False)
         holders = {status.executor_id for status in pending if status.executor_id}
         holders.discard(self.executor_id)
-        if not holders:
-            return []
         known = {worker.executor_id: worker for worker in registry.workers()}
-        dead = sorted(holder for holder in holders if holder not in known or not known[holder].alive)
+        # A worker on this machine is dead once its process is gone. One on another machine once its heartbeat is
+        # older than the lease, judged only by a worker that has itself reached the database for that long: after
+        # an outage of the database, every heartbeat is old, and nobody died of it.
+        patient = time.monotonic() - self._connected_since >= LEASE_SECONDS
+        dead = sorted(holder for holder in holders if owner_is_stale(holder, time.time()) or (
+            patient and owner_is_stale(holder, known[holder].heartbeat_at if holder in known else None)))
         if dead:
             # DBOS's own recovery, for the executors named: their PENDING workflows go back on their queue, and only
             # those still held by them (a step another worker took meanwhile is not touched).
             handles = DBOS._recover_pending_workflows(dead)
             logger.warning('Worker %s put back %d steps of dead workers %s', self.executor_id, len(handles),
                            ', '.join(dead))
-            registry.leave(*(holder for holder in dead if holder in known))
+        registry.leave(*(worker.executor_id for worker in known.values() if owner_is_stale(worker.executor_id, (
+            worker.heartbeat_at if patient else time.time()))))
         return dead
 
 
