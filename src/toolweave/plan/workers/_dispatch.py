@@ -109,7 +109,10 @@ class Dispatcher:
     def check_tools(self, prepared: Prepared) -> None:
         """Refuse a plan that a live worker of the queue cannot run (it lacks a tool the plan calls); warn when no
         worker is live (the steps wait in the queue until one starts)."""
-        live = [worker for worker in self.registry.workers(self.queue) if worker.alive]
+        try:
+            live = [worker for worker in self.registry.workers(self.queue) if worker.alive]
+        except Exception as exc:
+            raise self._failed(exc) from exc
         if not live:
             logger.warning('No live worker serves queue %r in %s: the steps wait in the queue until one starts '
                            '(`toolweave worker --store URL --tools module:TOOLS`).', self.queue, self.shown)
