@@ -15,8 +15,8 @@ import toolweave.testing
 
 FACES = ('toolweave', 'toolweave.agent', 'toolweave.agentic', 'toolweave.approval', 'toolweave.builtins',
          'toolweave.decorators', 'toolweave.exceptions', 'toolweave.mcp', 'toolweave.models', 'toolweave.pipeline',
-         'toolweave.plan', 'toolweave.plan.durable', 'toolweave.progressive', 'toolweave.testing',
-         'toolweave.testing.scenarios', 'toolweave.tools', 'toolweave.tracing')
+         'toolweave.plan', 'toolweave.plan.durable', 'toolweave.plan.workers', 'toolweave.progressive',
+         'toolweave.testing', 'toolweave.testing.scenarios', 'toolweave.tools', 'toolweave.tracing')
 """Every public module: the top-level package and the face of each part."""
 
 

@@ -18,4 +18,5 @@ import toolweave.cli._demo_cmd  # noqa: E402
 import toolweave.cli._gateway_cmd  # noqa: E402
 import toolweave.cli._plan_cmds  # noqa: E402
 import toolweave.cli._runs_cmd  # noqa: E402
-import toolweave.cli._tools_cmd  # noqa: E402, F401
+import toolweave.cli._tools_cmd  # noqa: E402
+import toolweave.cli._worker_cmd  # noqa: E402, F401

@@ -35,6 +35,7 @@ from toolweave.cli._common import load_object
 from toolweave.cli._render import LiveSteps, format_event, render_report
 from toolweave.exceptions import PlanStoreError, PlanValidationError, ToolweaveError
 from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
+from toolweave.plan.workers import DEFAULT_QUEUE
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 __all__ = ('load_plan_file', 'load_toolset', 'run_command', 'validate_command')
@@ -225,9 +226,16 @@ def run_command(
                                               'resume` goes on after a crash or a parked step.')] = None,
     run_id: Annotated[str | None, typer.Option('--run-id', metavar='ID', help="The durable run's id (default: a new "
                                                'one, printed).')] = None,
+    workers: Annotated[bool, typer.Option('--workers', help='Send each step to the worker processes of the queue '
+                                          '(`toolweave worker`) in the --store database.')] = False,
+    queue: Annotated[str, typer.Option('--queue', metavar='NAME', help='The worker queue (with --workers).')
+                     ] = DEFAULT_QUEUE,
     json_output: JsonOption = False,
 ) -> None:
     """Run a plan: live step status, then a timeline, the summary the model would see, and totals."""
+    if workers and store is None:
+        raise typer.BadParameter('the worker queue lives in the store database: give --store too',
+                                 param_hint='--workers')
 
     console = _console()
     toolset = load_toolset(tools)
@@ -246,7 +254,8 @@ def run_command(
 
     execute = partial(run_plan, plan, toolset, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
                       on_event=on_event, review_handler=_review_handler(review) if gated else None,
-                      review_mode='whole_plan' if review is Review.plan else 'per_step', store=store, run_id=run_id)
+                      review_mode='whole_plan' if review is Review.plan else 'per_step', store=store, run_id=run_id,
+                      workers=queue if workers else False)
     try:
         if live:
             with Live(view, console=console, refresh_per_second=12, transient=True):

@@ -15,11 +15,13 @@ from toolweave.plan._validate import DEFAULT_MAX_ITEMS
 if TYPE_CHECKING:
     from toolweave.plan.durable._store import PlanStore
 
-__all__ = ('DEFAULT_MAX_STEPS', 'RunOptions')
+__all__ = ('DEFAULT_MAX_STEPS', 'DEFAULT_QUEUE', 'RunOptions', 'worker_queue')
 
 DEFAULT_MAX_STEPS = 10_000
+DEFAULT_QUEUE = 'toolweave'
+"""The worker queue `workers=True` sends steps to, and a worker serves unless told otherwise."""
 _STORED = ('concurrency', 'step_timeout', 'timeout', 'missing_field', 'max_steps', 'max_output_chars', 'review_mode',
-           'max_items')
+           'max_items', 'workers')
 """The options a durable run keeps with it; a resume runs with them."""
 
 
@@ -38,6 +40,8 @@ class RunOptions:
     store: PlanStore | None = None
     max_items: int = DEFAULT_MAX_ITEMS
     """The most elements a `for_each` step may run over."""
+    workers: str | None = None
+    """The worker queue each step's tool call is sent to (see `toolweave.plan.workers`), `None`: this process."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -52,6 +56,8 @@ class RunOptions:
         if self.review_mode not in ('per_step', 'whole_plan'):
             raise UserError(f"review_mode must be 'per_step' or 'whole_plan', got {self.review_mode!r}.")
         check_number(self.max_items, 'max_items', integer=True, minimum=1)
+        if self.workers is not None:
+            worker_queue(self.workers)
 
     def stored(self) -> dict[str, Any]:
         """The options a durable run keeps (not the reviewer, the store or the call context)."""
@@ -62,3 +68,14 @@ class RunOptions:
                     store: PlanStore) -> RunOptions:
         return cls(**{name: data[name] for name in _STORED if name in data}, review_handler=review_handler,
                    store=store)
+
+
+def worker_queue(workers: bool | str) -> str | None:
+    """The queue `workers=` names: `True` the default one, a string that one, `False` none."""
+    if workers is True:
+        return DEFAULT_QUEUE
+    if workers is False:
+        return None
+    if not isinstance(workers, str) or not workers.strip():
+        raise UserError(f'workers must be True, False or a queue name, got {workers!r}.')
+    return workers

@@ -13,7 +13,7 @@ from toolweave.approval import ReviewHandler, record_approvals, use_review_handl
 from toolweave.exceptions import PlanValidationError, UserError
 from toolweave.plan._executor import execute
 from toolweave.plan._model import EventHandler, MissingField, Plan, ReviewMode
-from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions
+from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._review import review_ahead
@@ -75,6 +75,7 @@ async def run_plan(
     store: StoreLike | None = None,
     run_id: str | None = None,
     max_items: int = DEFAULT_MAX_ITEMS,
+    workers: bool | str = False,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -107,6 +108,9 @@ async def run_plan(
             for the same plan goes on with that run; for another plan it is refused.
         max_items: the most elements a `for_each` step may run over; a longer list fails the step (a literal one
             fails validation).
+        workers: send each step's tool call to the worker processes of a queue in the store's database (`True`:
+            the default queue, or its name), instead of calling it here; see `toolweave.plan.workers`. Needs a
+            `store`; the run keeps the setting, so a resume sends its steps there too.
 
     Returns:
         The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
@@ -118,6 +122,7 @@ async def run_plan(
         PlanStoreError: the store cannot be opened, or failed during the run (the run stopped; what it recorded
             stays, and `resume_plan` goes on from there).
         PlanMismatchError: `run_id` names a stored run of another plan.
+        PlanValidationError: with `workers`, also when a live worker of the queue lacks a tool the plan calls.
 
     ```python
     from toolweave.testing import FakeTool
@@ -130,17 +135,21 @@ async def run_plan(
     #> {"b": "hi"} (('a',), ('b',))
     ```
     """
+    queue = worker_queue(workers)
     if store is None:
         if run_id is not None:
             raise UserError(f'run_plan got run_id={run_id!r} without a store: a run id names a durable run. Pass '
                             "`store=` (for example 'sqlite:///runs.db') too.")
+        if queue is not None:
+            raise UserError(f'run_plan got workers={workers!r} without a store: the worker queue lives in the '
+                            "store's database. Pass `store=` (for example 'postgresql://host/db') too.")
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                              review_handler, review_mode, max_items=max_items)
         return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
                                 on_event=on_event)
     async with opened(store) as plans:
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode, plans, max_items=max_items)
+                             review_handler, review_mode, plans, max_items=max_items, workers=queue)
         return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
                                 on_event=on_event, run_id=run_id)
 
@@ -162,10 +171,11 @@ def run_plan_sync(
     store: StoreLike | None = None,
     run_id: str | None = None,
     max_items: int = DEFAULT_MAX_ITEMS,
+    workers: bool | str = False,
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments)."""
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
                              max_output_chars=max_output_chars, review_handler=review_handler,
                              review_mode=review_mode, context=context, on_event=on_event, store=store,
-                             run_id=run_id, max_items=max_items))
+                             run_id=run_id, max_items=max_items, workers=workers))

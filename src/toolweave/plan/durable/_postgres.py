@@ -81,6 +81,12 @@ class PostgresStore(SqlStore):
             raise PlanStoreError(f'Cannot open plan store {self.url}: {_first_line(exc)}. Check that the server is '
                                  'running and that the URL, user and database are right.') from exc
 
+    @property
+    def conninfo(self) -> str:
+        """The connection string, password included: for other clients of the same database (the workers of
+        `toolweave.plan.workers` keep their queue in it). `url` is the one to show."""
+        return self._conninfo
+
     def _connect(self) -> Any:
         if self._db is None or self._db.closed or self._db.broken:
             if self._db is not None:

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from functools import partial
 from typing import Any, TypeVar
 
@@ -285,10 +285,11 @@ async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Too
     try:
         prepared, ahead = await _ahead(store, info, journal, prepared, tools, options, folded, context, refused)
         beat.start()
-        run = await execute(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
-                            timeout=options.timeout, missing_field=options.missing_field, context=context,
-                            on_event=on_event, max_output_chars=options.max_output_chars, journal=journal,
-                            ahead=ahead)
+        async with _on_workers(store, options, run_id, prepared, folded) as prepared:
+            run = await execute(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
+                                timeout=options.timeout, missing_field=options.missing_field, context=context,
+                                on_event=on_event, max_output_chars=options.max_output_chars, journal=journal,
+                                ahead=ahead)
         await journal.flush()
         status = 'suspended' if run.parked else 'finished' if run.succeeded + run.failed + run.skipped + (
             run.cancelled if ahead is not None and ahead.rejected is not None else 0) == run.total else 'stopped'
@@ -305,11 +306,11 @@ async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Pr
                  refused: frozenset[str]) -> tuple[Prepared, Ahead]:
     """What the stored run, and a whole-plan review (once per run), tell about its steps before they run."""
     if info.review is not None or options.review_mode != 'whole_plan':
-        ahead = _from_folded(prepared, folded)
+        ahead = _from_folded(prepared, folded, workers=options.workers is not None)
         ahead.rejected = None if info.review is None else json.loads(info.review).get('rejected')
         return prepared, ahead
     reviewed, decided = await review_ahead(prepared, tools, context, max_steps=options.max_steps, refused=refused)
-    ahead = _from_folded(reviewed, folded)
+    ahead = _from_folded(reviewed, folded, workers=options.workers is not None)
     if decided is None:
         return reviewed, ahead
     now = time.time()
@@ -327,8 +328,21 @@ async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Pr
     return reviewed, ahead
 
 
-def _from_folded(prepared: Prepared, folded: Folded) -> Ahead:
-    """The executor's view of the stored transitions (see the module docstring for the rules)."""
+def _on_workers(store: PlanStore, options: RunOptions, run_id: str, prepared: Prepared,
+                folded: Folded) -> AbstractAsyncContextManager[Prepared]:
+    """`prepared` as it runs: its steps' tool calls sent to the workers of `options.workers` while the block runs,
+    or as it is."""
+    if options.workers is None:
+        return nullcontext(prepared)
+    from toolweave.plan.workers._dispatch import dispatched  # DBOS is imported by runs on workers only
+
+    return dispatched(store, options.workers, run_id, prepared, folded)
+
+
+def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -> Ahead:
+    """The executor's view of the stored transitions (see the module docstring for the rules). On `workers`, a
+    step that had started is called again whatever its tool: the call attaches to the workflow that ran it (by its
+    id), which gives its recorded outcome, or parks it if its worker died and its tool may not run twice."""
     ended: dict[int, Prefill] = {}
     park: dict[int, tuple[str, Mapping[str, Any]]] = {}
     decisions: dict[int, ReviewDecision] = {}
@@ -348,7 +362,7 @@ def _from_folded(prepared: Prepared, folded: Folded) -> Ahead:
         elif last.status == 'running' or (last.status == 'cancelled' and json.loads(last.detail or '{}').get(
                 'started')):
             tool = prepared.tools[index]
-            if tool is not None and not _runs_again(tool):
+            if not workers and tool is not None and not _runs_again(tool):
                 park[index] = (
                     f'Unknown after a crash: the step started at {when(last.at)} and its run stopped before it '
                     f'ended. Its tool {tool.name!r} is not marked idempotent or read-only, so it was not run again. '
