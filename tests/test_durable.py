@@ -146,6 +146,36 @@ async def test_a_step_whose_reviewer_cannot_answer_parks_and_the_rest_runs_on(st
         store.close()
 
 
+async def test_a_plan_with_for_each_select_and_when_parks_and_resumes_with_its_forms_intact(store_url: str) -> None:
+    ledger = Ledger()
+
+    def later(request: ReviewRequest) -> ReviewDecision:
+        raise ApprovalPending('Ada decides later')
+
+    steps: list[dict[str, Any]] = [
+             {'id': 'who', 'tool': 'effect', 'for_each': ['ada', 'bob'], 'arguments': {'step': '$item'}},
+             {'id': 'names', 'from': '$ref:who', 'select': '[*]'},
+             {'id': 'mail', 'tool': 'send', 'for_each': '$ref:names', 'arguments': {'to': '$item'},
+              'when': {'from': '$ref:names', 'select': 'length(@) > `1`'}},
+             {'id': 'never', 'tool': 'effect', 'arguments': {'step': 'never'},
+              'when': {'from': '$ref:names', 'select': 'length(@) > `5`'}}]
+    plan = {'steps': steps, 'output_steps': ['names', 'mail', 'never']}
+    run = await run_plan(plan, ledger.tools(), store=store_url, run_id='forms',
+                         review_handler=CallbackReviewHandler(later))
+    assert run.step('mail').status == 'parked' and run.step('never').status == 'skipped'
+    await decide('forms', 'mail', ReviewDecision.approve(), store=store_url)
+    done = await resume_plan('forms', ledger.tools(), store=store_url)
+    assert done.ok and done.step('names').value == ['did ada', 'did bob']
+    assert done.step('mail').value == ['sent to did ada', 'sent to did bob']
+    assert ledger.calls == ['ada', 'bob', 'send did ada', 'send did bob']
+    # The stored plan keeps its forms: the same plan is the same run, another condition makes another plan.
+    again = await run_plan(plan, ledger.tools(), store=store_url, run_id='forms')
+    assert again.summary == done.summary and len(ledger.calls) == 4
+    other = {'steps': [*steps[:3], {**steps[3], 'when': {'from': '$ref:names', 'select': 'length(@) > `6`'}}]}
+    with pytest.raises(PlanMismatchError):
+        await run_plan(other, ledger.tools(), store=store_url, run_id='forms')
+
+
 async def test_a_decision_for_a_step_that_is_not_parked_is_refused(store_url: str) -> None:
     ledger = Ledger()
     await run_plan(chain(2), ledger.tools(), store=store_url, run_id='d')

@@ -271,3 +271,28 @@ def test_review_happens_before_a_step_is_sent_and_workers_run_the_tool_body(tmp_
     with sqlite3.connect(tmp_path / 'runs.db') as db:
         sent = [row[0] for row in db.execute('SELECT workflow_uuid FROM workflow_status')]
     assert sent == ['rev/ada']  # the rejected step was never sent
+
+
+def test_for_each_and_select_steps_run_on_workers_and_a_resume_gives_the_same_outputs(tmp_path: Path) -> None:
+    store = f'sqlite:///{tmp_path}/runs.db'
+    calls: list[int] = []
+
+    @tool
+    async def square(n: int) -> int:
+        """Square a number."""
+        calls.append(n)
+        return n * n
+
+    plan_data = {'steps': [{'id': 'sq', 'tool': 'square', 'for_each': [1, 2, 3], 'arguments': {'n': '$item'}},
+                           {'id': 'big', 'from': '$ref:sq', 'select': '[?@ > `1`]'}],
+                 'output_steps': ['sq', 'big']}
+    with Worker(store, [square], concurrency=3):
+        run = anyio.run(lambda: run_plan(plan_data, [square], store=store, run_id='fe', workers=True))
+        assert run.step('sq').value == [1, 4, 9]
+        assert run.step('big').value == [4, 9]
+        again = anyio.run(lambda: resume_plan('fe', [square], store=store))
+    assert again.step('big').value == [4, 9]
+    assert sorted(calls) == [1, 2, 3]  # each element ran once, on a worker
+    with sqlite3.connect(tmp_path / 'runs.db') as db:
+        sent = sorted(row[0] for row in db.execute('SELECT workflow_uuid FROM workflow_status'))
+    assert len(sent) == 3 and all(name.startswith('fe/sq') for name in sent)

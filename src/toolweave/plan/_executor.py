@@ -117,6 +117,8 @@ class Prefill(NamedTuple):
     is_text: bool
     from_output: bool
     error: str | None
+    condition: str | None = None
+    """A step skipped by a false `when`: the step whose condition was false."""
 
 
 @dataclass(slots=True)
@@ -200,7 +202,8 @@ class _Run:
     def transition(self, record: StepRecord, status: StepStatus, error: str | None = None,
                    detail: Mapping[str, Any] | None = None) -> None:
         """Move `record` to `status` (stamping the time), tell the journal and the observer: the one place a step's
-        status changes. `detail` is what the journal keeps beside the status (why a step parked)."""
+        status changes. `detail` is what the journal keeps beside the status (why a step parked, whose condition
+        skipped it)."""
         now = perf_counter() - self.t0
         if status == 'running':
             record.started_at = now
@@ -320,6 +323,9 @@ class _Run:
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
+        except StepParked as exc:
+            record.called = False
+            self.park(index, str(exc), exc.detail)
         else:
             self.transition(record, 'succeeded')
             self.release(index, ok=True)
@@ -341,7 +347,7 @@ class _Run:
         self.condition_origin[index] = step.id
         select = step.when.select if step.when is not None else '@'
         self.transition(record, 'skipped', f'Skipped because its condition is false: {select!r} gave '
-                                           f'{excerpt(result)}')
+                                           f'{excerpt(result)}', {'condition': step.id})
         self.release(index, ok=False)
         return False
 
@@ -391,9 +397,12 @@ class _Run:
         items = record.items = [ItemRecord(i) for i in range(len(elements))]
         record.called = True
         limiter = anyio.CapacityLimiter(self.concurrency) if self.concurrency else None
+        parked: list[StepParked] = []
         async with anyio.create_task_group() as group:
             for item, element in zip(items, elements, strict=True):
-                group.start_soon(self.run_item, index, item, element, limiter)
+                group.start_soon(self.run_item, index, item, element, limiter, parked, group.cancel_scope)
+        if parked:  # one element waits for a decision: the whole step does (the others were stopped)
+            raise parked[0]
         failed = [item for item in items if item.status != 'succeeded']
         if failed:
             listed = '; '.join(f'item {item.index}: {cut(item.error or item.status, 300)}' for item in failed[:5])
@@ -401,8 +410,8 @@ class _Run:
             raise StepFailed(f'{len(failed)} of {len(items)} for_each items failed: {listed}{more}')
         self.record_value(record, [item.value for item in items])
 
-    async def run_item(self, index: int, item: ItemRecord, element: Any, limiter: anyio.CapacityLimiter | None
-                       ) -> None:
+    async def run_item(self, index: int, item: ItemRecord, element: Any, limiter: anyio.CapacityLimiter | None,
+                       parked: list[StepParked], scope: anyio.CancelScope) -> None:
         record = self.records[index]
         try:
             if limiter is not None:
@@ -412,6 +421,10 @@ class _Run:
                 await self.call_item(index, item, element)
         except StepFailed as exc:
             item.status, item.error = 'failed', str(exc)
+        except StepParked as exc:
+            item.status, item.error = 'parked', str(exc)
+            parked.append(exc)
+            scope.cancel()
         finally:
             if item.status in ('pending', 'running'):
                 item.status, item.error = 'cancelled', 'Cancelled with its step'
@@ -526,7 +539,8 @@ class _Run:
             return
         self.condition_origin[index] = origin
         records[index].condition_skipped = True
-        self.transition(records[index], 'skipped', f"Skipped because the condition of step '{origin}' is false")
+        self.transition(records[index], 'skipped', f"Skipped because the condition of step '{origin}' is false",
+                        {'condition': origin})
 
     def stop(self, exc: BaseException) -> None:
         """A step raised a configuration error or a control-flow signal: cancel the run, then re-raise `exc`."""
@@ -545,6 +559,9 @@ class _Run:
                 fill.status, fill.output, fill.value, fill.is_text, fill.from_output, fill.error)
             record.value = fill.value
             record.called = fill.status == 'succeeded'
+            if fill.condition is not None:
+                record.condition_skipped = True
+                self.condition_origin[index] = fill.condition
         self.unfinished = len(records) - len(ended)
         skipped: list[tuple[int, int]] = []
         ready: list[tuple[int, int]] = []

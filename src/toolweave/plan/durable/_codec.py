@@ -13,7 +13,7 @@ from typing import Any
 from toolweave.approval import ReviewDecision
 from toolweave.exceptions import UserError
 from toolweave.plan._executor import Prefill
-from toolweave.plan._model import Plan, PlanStep, StepStatus
+from toolweave.plan._model import Condition, Plan, PlanStep, StepForms, StepStatus
 from toolweave.plan._record import StepRecord, parse_output
 from toolweave.plan.durable._store import Transition
 
@@ -40,16 +40,34 @@ def dumps(data: Any) -> str:
 
 def plan_data(plan: Plan) -> dict[str, Any]:
     return {
-        'steps': [{'id': s.id, 'tool': s.tool, 'arguments': s.arguments, 'description': s.description}
-                  for s in plan.steps],
+        'steps': [_step_data(step) for step in plan.steps],
         'output_steps': None if plan.output_steps is None else list(plan.output_steps),
         'goal': plan.goal,
         'dialect': plan.dialect,
     }
 
 
+def _step_data(step: PlanStep) -> dict[str, Any]:
+    data = {'id': step.id, 'tool': step.tool, 'arguments': step.arguments, 'description': step.description}
+    forms = step.forms
+    if forms is not None:  # only then, so that a plain plan keeps the text (and hash) it has always had
+        when = forms.when
+        data['forms'] = {'from': forms.source, 'select': forms.select, 'for_each': forms.for_each,
+                         'when': None if when is None else {'from': when.source, 'select': when.select}}
+    return data
+
+
+def _step_from(data: Mapping[str, Any]) -> PlanStep:
+    forms = data.get('forms')
+    if forms is not None:
+        when = forms['when']
+        forms = StepForms(forms['from'], forms['select'], forms['for_each'],
+                          None if when is None else Condition(when['from'], when['select']))
+    return PlanStep(data['id'], data['tool'], data['arguments'], data.get('description'), forms)
+
+
 def plan_from_data(data: Mapping[str, Any]) -> Plan:
-    steps = tuple(PlanStep(s['id'], s['tool'], s['arguments'], s.get('description')) for s in data['steps'])
+    steps = tuple(_step_from(step) for step in data['steps'])
     output = data.get('output_steps')
     return Plan(steps, None if output is None else tuple(output), data.get('goal'), data.get('dialect', 'id'))
 
@@ -98,7 +116,8 @@ def prefill(t: Transition) -> Prefill:
     """The record of a step that ended, rebuilt from its last transition."""
     if t.status != 'succeeded':
         assert t.status == 'failed' or t.status == 'skipped'
-        return Prefill(t.status, None, None, False, False, t.error)
+        condition = json.loads(t.detail).get('condition') if t.detail else None
+        return Prefill(t.status, None, None, False, False, t.error, condition)
     output = t.output or ''
     if t.flags & FROM_OUTPUT:
         value, is_text = (output, True) if t.flags & IS_TEXT else parse_output(output)
