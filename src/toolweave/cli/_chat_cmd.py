@@ -52,9 +52,11 @@ def chat_command(
         'You are a helpful assistant. Use the tools when they help.'),
     max_iterations: Annotated[int, typer.Option('--max-iterations', min=1, help='Model calls per prompt.')] = 20,
 ) -> None:
-    """Chat with a real model: each line of stdin is a prompt; replies stream as the model writes them, and tool
-    calls and plan steps are shown as they run. The conversation carries over between prompts. Ctrl-D (end of
-    input) ends the chat."""
+    """Chat with a real model and your tools; replies stream as the model writes them.
+
+    Each line of stdin is a prompt; tool calls and plan steps are shown as they run. The conversation carries over
+    between prompts. Ctrl-D (end of input) ends the chat.
+    """
     agent = Agent(_load_model(model), instructions=instructions, tools=() if tools is None else load_tools(tools),
                   tool_planning=plan, max_iterations=max_iterations, name='chat')
     console = Console(highlight=False)
