@@ -245,6 +245,10 @@ def test_validate_runs_nothing(runner: CliRunner, tmp_path: Path, monkeypatch: p
     result = invoke(runner, 'validate', plan, '--tools', f'{module}:record')
     assert result.exit_code == 0
     assert 'Plan is valid: 2 steps, 2 waves' in result.output
+    one = invoke(runner, 'validate', write_plan(tmp_path, {'steps': [{'id': 'a', 'tool': 'record',
+                                                                        'arguments': {'x': 1}}]}),
+                 '--tools', f'{module}:record')
+    assert 'Plan is valid: 1 step, 1 wave\n' in one.output
     import counting_tools  # type: ignore[import-not-found]
 
     assert counting_tools.CALLS == []
@@ -323,7 +327,7 @@ def test_json_that_is_not_a_plan(runner: CliRunner, tmp_path: Path, data: Any) -
     ('examples.tools', 'expected module:attribute'),
     ('no_such_module_xyz:TOOLS', "could not import module 'no_such_module_xyz'"),
     ('examples.tools:NOPE', "has no attribute 'NOPE'"),
-    ('examples.tools:LATENCY_SCALE', 'does not give usable tools'),
+    ('examples.tools:LATENCY_SCALE', 'does not resolve to tools'),
 ])
 @pytest.mark.parametrize('command', ['run', 'validate'])
 def test_bad_tools_option(runner: CliRunner, command: str, spec: str, message: str) -> None:

@@ -146,10 +146,42 @@ def test_missing_module_says_what_could_not_be_imported(module: str) -> None:
     assert "could not import module 'no_such_module_xyz'" in result.output
 
 
-def test_missing_attribute(module: str) -> None:
+def test_missing_attribute_names_what_the_module_offers(module: str) -> None:
     result = runner.invoke(app, ['tools', '--tools', f'{module}:MISSING'])
     assert result.exit_code == 2
-    assert f"module '{module}' has no attribute 'MISSING'" in result.output
+    assert f"module '{module}' has no attribute 'MISSING'. Tools it defines: weather, TOOLS, ONE, GROUPED, EMPTY," \
+        in result.output
+
+
+def test_a_file_outside_the_current_folder_is_imported_from_its_path(
+        module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = runner.invoke(app, ['tools', '--tools', f'{tmp_path / module}.py:ONE', '--json'])
+    assert result.exit_code == 0, result.output
+    assert [d['name'] for d in json.loads(result.output)] == ['solo']
+    result = runner.invoke(app, ['tools', '--tools', f'{tmp_path}/nope.py:ONE'])
+    assert result.exit_code == 2
+    assert "file '" in result.output and "nope.py' not found" in result.output
+
+
+@pytest.mark.parametrize(('source', 'message'), [
+    ('def broken(:\n', 'SyntaxError: invalid syntax'),
+    ('raise RuntimeError("no API key configured")\n', 'RuntimeError: no API key configured'),
+    ('import sys\nsys.exit(3)\n', 'SystemExit: 3'),
+    ('import no_such_dependency_xyz\n', "ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+])
+def test_a_module_that_fails_to_import_is_reported_without_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str) -> None:
+    name = f'broken_tools_{next(_counter)}'
+    (tmp_path / f'{name}.py').write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = runner.invoke(app, ['tools', '--tools', f'{name}:TOOLS'])
+    assert result.exit_code == 2, result.output
+    assert f"importing '{name}:TOOLS' failed: {message}" in result.output
+    assert 'Fix the module' in result.output and 'Traceback' not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 @pytest.mark.parametrize('spec', ['no_colon', ':TOOLS', 'module:'])
@@ -162,7 +194,7 @@ def test_malformed_spec(spec: str, module: str) -> None:
 def test_attribute_that_is_not_tools(module: str) -> None:
     result = runner.invoke(app, ['tools', '--tools', f'{module}:NOT_TOOLS'])
     assert result.exit_code == 2
-    assert 'does not resolve to tools' in result.output
+    assert f"'{module}:NOT_TOOLS' does not resolve to tools" in result.output
     assert "type 'int'" in result.output
 
 

@@ -204,14 +204,25 @@ def test_shutdown_is_clean(tmp_path: Path, how: str) -> None:
 
 
 def test_check_reports_each_server(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {'alpha': {'command': sys.executable, 'args': [UPSTREAM, 'sdk']},
+    config = write_config(tmp_path, {'alpha': {'command': sys.executable, 'args': [UPSTREAM, 'sdk'],
+                                               'toolweave': {'requireApproval': ['echo', 'add']}},
                                      'broken': {'command': '/nonexistent/server'}})
     done = subprocess.run([TOOLWEAVE, *gateway_args(config, tmp_path / 'logs', '--check')], capture_output=True,
                           text=True, timeout=60, env={**os.environ, 'COLUMNS': '200'})
     assert done.returncode == 1
     assert 'alpha' in done.stdout and 'up' in done.stdout and '10: add, die, echo' in done.stdout
     assert 'broken' in done.stdout and "No such file or directory: '/nonexistent/server'" in done.stdout
+    assert 'Asked for approval before each call: add, echo, wipe.' in done.stdout  # wipe: destructiveHint
     assert 'Clients see 11 tools.' in done.stdout
+
+
+def test_check_of_a_config_that_starts_no_server_says_so(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {'off': {'command': '/nonexistent/server', 'disabled': True}})
+    done = subprocess.run([TOOLWEAVE, *gateway_args(config, tmp_path / 'logs', '--check')], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, 'COLUMNS': '200'})
+    assert done.returncode == 0
+    assert 'The config starts no server: none is listed, or every one is "disabled".' in done.stdout
+    assert 'Clients see 1 tool.' in done.stdout
 
 
 @pytest.mark.parametrize(('arguments', 'message'), [

@@ -85,6 +85,23 @@ async def test_a_plan_with_a_wrong_literal_runs_nothing() -> None:
     assert probe.calls == []
 
 
+def test_a_reference_that_cannot_be_bound_is_reported_once_not_again_as_a_wrong_type() -> None:
+    @tool
+    def rank(items: list[dict[str, Any]], best: dict[str, Any]) -> str:
+        """Rank objects."""
+        return 'ranked'
+
+    assert validate_plan({'steps': [
+        {'id': 'r', 'tool': 'rank', 'arguments': {'items': ['$ref:berlin'], 'best': '$ref:r..x'}},
+    ]}, [rank]) == [
+        "steps[0] (id 'r'): arguments.items[0]: reference '$ref:berlin' names step 'berlin', which is not in the "
+        'plan. Refer to one of the step ids: r.',
+        "steps[0] (id 'r'): arguments.best: malformed reference '$ref:r..x': empty field name at position 2 (a '.' "
+        'must be followed by a name). Write "$ref:STEP", "$ref:STEP.field", "$ref:STEP.items[0].name" or '
+        '"$ref:STEP[\\"key with.dots\\"]".',
+    ]
+
+
 def test_references_to_fields_the_output_schema_lacks_list_the_fields_it_has() -> None:
     assert check({'id': 'u', 'tool': 'get_user', 'arguments': {'user_id': 1}},
                  {'id': 's', 'tool': 'send', 'arguments': {'to': '$ref:u.address.town', 'count': 1}},

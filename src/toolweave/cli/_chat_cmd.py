@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 import typer
@@ -25,10 +25,9 @@ from toolweave.agent import (
     ToolCallStarted,
 )
 from toolweave.cli._app import app
-from toolweave.cli._common import load_object
+from toolweave.cli._common import TOOLS_HELP, load_object, load_tools
 from toolweave.exceptions import RunError, ToolweaveError, UserError
 from toolweave.models import AssistantMessage, Message, Model, infer_model
-from toolweave.tools import Toolset
 
 __all__ = ('chat_command', 'chat_session')
 
@@ -46,20 +45,20 @@ def chat_command(
     ],
     tools: Annotated[
         str | None,
-        typer.Option('--tools', metavar='MODULE:ATTRIBUTE',
-                     help='The tools: a Toolset, a list of tools or functions, or an object with @tool methods.',
-                     show_default=False),
+        typer.Option('--tools', '-t', metavar='MODULE:ATTRIBUTE', help=TOOLS_HELP, show_default=False),
     ] = None,
     plan: Annotated[bool, typer.Option('--plan', help='Offer execute_tool_plan (tool planning).')] = False,
     instructions: Annotated[str, typer.Option('--instructions', help='The system prompt.')] = (
         'You are a helpful assistant. Use the tools when they help.'),
     max_iterations: Annotated[int, typer.Option('--max-iterations', min=1, help='Model calls per prompt.')] = 20,
 ) -> None:
-    """Chat with a real model: each line of stdin is a prompt; replies stream as the model writes them, and tool
-    calls and plan steps are shown as they run. The conversation carries over between prompts. Ctrl-D (end of
-    input) ends the chat."""
-    agent = Agent(_load_model(model), instructions=instructions, tools=_load_tools(tools), tool_planning=plan,
-                  max_iterations=max_iterations, name='chat')
+    """Chat with a real model and your tools; replies stream as the model writes them.
+
+    Each line of stdin is a prompt; tool calls and plan steps are shown as they run. The conversation carries over
+    between prompts. Ctrl-D (end of input) ends the chat.
+    """
+    agent = Agent(_load_model(model), instructions=instructions, tools=() if tools is None else load_tools(tools),
+                  tool_planning=plan, max_iterations=max_iterations, name='chat')
     console = Console(highlight=False)
     try:
         anyio.run(partial(chat_session, agent, console=console))
@@ -85,19 +84,6 @@ def _load_model(spec: str) -> Model:
         return found
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint='--model') from None
-
-
-def _load_tools(spec: str | None) -> Any:
-
-    if spec is None:
-        return ()
-    found = load_object(spec)
-    if isinstance(found, Toolset):
-        return found
-    try:
-        return Toolset(found if isinstance(found, list | tuple) else [found])
-    except UserError as exc:
-        raise typer.BadParameter(str(exc), param_hint='--tools') from None
 
 
 async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult]:

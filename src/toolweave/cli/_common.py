@@ -1,33 +1,113 @@
+"""What several commands share: where the tools come from (`--tools`), read one way for every command."""
+
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Annotated, Any
 
+import anyio
 import typer
 
-__all__ = ('load_object',)
+from toolweave.exceptions import UserError
+from toolweave.tools import Tool, Toolset
+
+__all__ = ('TOOLS_HELP', 'ToolsOption', 'load_object', 'load_tools')
+
+TOOLS_HELP = ('Where the tools are: module:attribute or path/to/file.py:attribute, holding a Toolset, a list of tools '
+              'or functions, one tool or function, or an object with @tool methods (e.g. examples.tools:TOOLS).')
+ToolsOption = Annotated[str, typer.Option('--tools', '-t', metavar='MODULE:ATTRIBUTE', help=TOOLS_HELP,
+                                          show_default=False)]
+
+
+def load_tools(spec: str) -> Toolset:
+    """The tools `spec` (`module:attribute` or `path/to/file.py:attribute`) names, as a loaded Toolset (async tool
+    groups loaded), or a usage error (exit 2) that says what is wrong and how to fix it."""
+    obj = load_object(spec)
+    try:
+        toolset = obj if isinstance(obj, Toolset) else Toolset(obj if isinstance(obj, (list, tuple)) else [obj])
+        return anyio.run(toolset.load)
+    except UserError as exc:
+        raise typer.BadParameter(f'{spec!r} does not resolve to tools: {exc}', param_hint='--tools') from None
 
 
 def load_object(spec: str, *, option: str = '--tools') -> Any:
-    """Import `module:attribute` (or `path/to/file.py:attribute`) or exit with what could not be imported."""
+    """Import `module:attribute` (or `path/to/file.py:attribute`), or a usage error saying what could not be
+    imported and how to fix it. Whatever the module raises while it is imported is reported, never a traceback."""
     module_name, sep, attribute = spec.partition(':')
     if not sep or not module_name or not attribute:
-        raise typer.BadParameter(f'expected module:attribute, got {spec!r} (for example examples.tools:TOOLS)',
-                                 param_hint=option)
+        raise typer.BadParameter(f'expected module:attribute, got {spec!r} (for example examples.tools:TOOLS or '
+                                 'path/to/tools.py:TOOLS)', param_hint=option)
     if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
+        sys.path.insert(0, str(Path.cwd()))  # as `python -m` does: modules next to the user are importable
     try:
-        if module_name.endswith('.py'):
-            module_name = module_name[:-3].replace('/', '.').replace('\\', '.')
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise typer.BadParameter(f'could not import module {module_name!r}: {exc}', param_hint=option) from exc
-    try:
-        obj = module
-        for part in attribute.split('.'):
-            obj = getattr(obj, part)
-    except AttributeError as exc:
-        raise typer.BadParameter(f'module {module_name!r} has no attribute {attribute!r}', param_hint=option) from exc
+        module = _import_file(module_name, option) if module_name.endswith('.py') else importlib.import_module(
+            module_name)
+    except typer.BadParameter:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + '.')):
+            raise _import_failed(spec, exc, option) from None  # the module was found; something it imports was not
+        raise typer.BadParameter(
+            f'could not import module {module_name!r}: {exc}. Check the name, run from the folder that holds it (the '
+            'current folder is on the import path), or give the file: path/to/tools.py:ATTRIBUTE.',
+            param_hint=option) from None
+    except BaseException as exc:  # a syntax error, or an exception (even SystemExit) raised at import time
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _import_failed(spec, exc, option) from None
+    obj: Any = module
+    for part in attribute.split('.'):
+        if not hasattr(obj, part):
+            raise typer.BadParameter(f'module {module.__name__!r} has no attribute {attribute!r}. '
+                                     f'{_candidates(module)}', param_hint=option)
+        obj = getattr(obj, part)
     return obj
+
+
+def _import_file(name: str, option: str) -> ModuleType:
+    """A module given as a file path: under the current folder it is imported by its dotted name (so it may be
+    part of a package); elsewhere from its file, with its folder on the import path for its own imports."""
+    path = Path(name)
+    if not path.is_file():
+        raise typer.BadParameter(f'file {name!r} not found (relative to {Path.cwd()}). Check the path.',
+                                 param_hint=option)
+    resolved = path.resolve()
+    try:
+        relative = resolved.relative_to(Path.cwd())
+    except ValueError:
+        relative = None
+    if relative is not None:
+        return importlib.import_module('.'.join(relative.with_suffix('').parts))
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(resolved.stem, resolved)
+    assert spec is not None and spec.loader is not None  # a .py file always has a source loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[resolved.stem] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[resolved.stem]
+        raise
+    return module
+
+
+def _import_failed(spec: str, exc: BaseException, option: str) -> typer.BadParameter:
+    return typer.BadParameter(f'importing {spec!r} failed: {type(exc).__name__}: {exc}. Fix the module, then run '
+                              'again.', param_hint=option)
+
+
+def _candidates(module: ModuleType) -> str:
+    """What in `module` could be given instead: its tools, toolsets and lists of tools."""
+    found = [name for name, value in vars(module).items() if not name.startswith('_') and (
+        isinstance(value, (Tool, Toolset))
+        or isinstance(value, (list, tuple)) and value and all(isinstance(v, Tool) for v in value))]
+    if not found:
+        return 'It defines no tool, Toolset or list of tools at the top level.'
+    shown = ', '.join(found[:10]) + (f' (and {len(found) - 10} more)' if len(found) > 10 else '')
+    return f'Tools it defines: {shown}.'

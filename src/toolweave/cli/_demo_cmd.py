@@ -51,8 +51,11 @@ def demo_command(
     timeline: Annotated[bool, typer.Option('--timeline/--no-timeline', help='Show each plan as a timeline.')] = True,
     width: Annotated[int | None, typer.Option('--width', min=40, help='Output width (default: the terminal).')] = None,
 ) -> None:
-    """Show what tool plans save: each scenario tool by tool and as one plan, with LLM calls, input tokens, tool
-    calls and wall time. Needs no API key; takes a few seconds."""
+    """Show what tool plans save, with a scripted model: no API key needed.
+
+    Each scenario runs tool by tool and as one plan, and a table compares LLM calls, input tokens, tool calls and
+    wall time. Takes a few seconds.
+    """
     chosen = _choose(scenario or [])
     console = Console(width=width, highlight=False)
     anyio.run(partial(run_demo, chosen, speed=speed, console=console, timeline=timeline))

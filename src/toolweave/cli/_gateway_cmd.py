@@ -84,7 +84,8 @@ async def _run(settings: Any, logs: Path, address: tuple[str, int] | None, check
         async with McpGateway(settings, log_dir=logs) as gateway:
             if check:
                 report = gateway.status()
-                _print_status(report, len(gateway.listed()), logs)
+                gated = sorted(tool.name for tool in gateway.tools if tool.definition.metadata.requires_approval)
+                _print_status(report, len(gateway.listed()), gated, logs)
                 code = 0 if all(entry['state'] == 'up' for entry in report) else 1
             elif address is None:
                 await gateway.serve_stdio()
@@ -128,12 +129,18 @@ def _configure_logging(logs: Path, verbose: bool) -> None:
     root.propagate = False
 
 
-def _print_status(report: list[dict[str, Any]], listed: int, logs: Path) -> None:
+def _print_status(report: list[dict[str, Any]], listed: int, gated: list[str], logs: Path) -> None:
     console = Console()
+    if not report:
+        console.print('The config starts no server: none is listed, or every one is "disabled".')
     table = Table('server', 'state', 'tools', 'why down')
     for entry in report:
         names = ', '.join(entry['tools'])
-        table.add_row(escape(entry['server']), entry['state'], escape(f'{len(entry["tools"])}: {names}'),
+        table.add_row(escape(entry['server']), entry['state'],
+                      escape(f'{len(entry["tools"])}: {names}' if names else '0'),
                       escape(entry['reason'] or '') if entry['state'] != 'up' else '')
-    console.print(table)
-    console.print(f'Clients see {listed} tools. Logs: {escape(str(logs))}')
+    if report:
+        console.print(table)
+    if gated:
+        console.print(f'Asked for approval before each call: {escape(", ".join(gated))}.')
+    console.print(f'Clients see {listed} tool{"" if listed == 1 else "s"}. Logs: {escape(str(logs))}')

@@ -31,14 +31,14 @@ from toolweave.approval import (
     ReviewRequest,
 )
 from toolweave.cli._app import app
-from toolweave.cli._common import load_object
+from toolweave.cli._common import ToolsOption, load_tools
 from toolweave.cli._render import LiveSteps, format_event, render_report
 from toolweave.exceptions import PlanStoreError, PlanValidationError, ToolweaveError
 from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
 from toolweave.plan.workers import DEFAULT_QUEUE
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
-__all__ = ('load_plan_file', 'load_toolset', 'run_command', 'validate_command')
+__all__ = ('load_plan_file', 'run_command', 'validate_command')
 
 PlanArgument = Annotated[
     Path,
@@ -46,12 +46,6 @@ PlanArgument = Annotated[
                                             '(`steps[].id/tool/arguments`) or index-based (`goal`, '
                                             '`steps[].tool/args/description`).',
                    show_default=False),
-]
-ToolsOption = Annotated[
-    str,
-    typer.Option('--tools', metavar='MODULE:ATTRIBUTE',
-                 help='Where the tools are: a Toolset, a list of tools or functions, or an object with @tool '
-                      'methods, e.g. examples.tools:TOOLS.', show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option('--json', help='Print machine-readable JSON only.')]
 
@@ -90,33 +84,11 @@ def _parse_json(text: str, where: str) -> Any:
             param_hint='PLAN.json') from None
 
 
-def load_toolset(spec: str) -> Toolset:
-    """Import `module:attribute` and resolve it into a Toolset, or a usage error (exit 2) naming the problem."""
-
-    try:
-        obj = load_object(spec)
-    except typer.BadParameter:
-        raise
-    except Exception as exc:  # the module itself is broken (a syntax error, an exception at import time)
-        raise typer.BadParameter(f'importing {spec!r} failed: {type(exc).__name__}: {exc}. Fix the module, then '
-                                 'run again.', param_hint='--tools') from None
-    try:
-        if isinstance(obj, Toolset):
-            return obj
-        if isinstance(obj, Tool) or callable(obj) and not isinstance(obj, type):
-            return Toolset([obj])
-        if isinstance(obj, (list, tuple, set, frozenset)):
-            return Toolset(obj)
-        return Toolset([obj])  # an object with @tool methods
-    except ToolweaveError as exc:
-        raise typer.BadParameter(f'{spec!r} does not give usable tools: {exc}', param_hint='--tools') from None
-
-
 def _fail_invalid(console: Console, problems: list[str], *, as_json: bool) -> NoReturn:
     if as_json:
         typer.echo(json.dumps({'valid': False, 'problems': problems}, indent=2))
     else:
-        console.print(Text(f'Plan is invalid ({len(problems)} problem{"s" if len(problems) != 1 else ""}):',
+        console.print(Text(f'Plan is invalid ({_count(len(problems), "problem")}):',
                            style='bold red'))
         listing = Table.grid(padding=(0, 1))
         listing.add_column(no_wrap=True)
@@ -148,15 +120,20 @@ def _console() -> Console:
 def validate_command(plan_file: PlanArgument, tools: ToolsOption, json_output: JsonOption = False) -> None:
     """Check a plan against the tools without running anything: print every problem, or its shape."""
     console = _console()
-    toolset = load_toolset(tools)
+    toolset = load_tools(tools)
     plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
     waves = _waves(plan, toolset)
     if json_output:
         typer.echo(json.dumps({'valid': True, 'steps': len(plan.steps), 'waves': [list(w) for w in waves]}, indent=2))
         return
-    console.print(Text(f'Plan is valid: {len(plan.steps)} steps, {len(waves)} waves', style='bold green'))
+    console.print(Text(f'Plan is valid: {_count(len(plan.steps), "step")}, {_count(len(waves), "wave")}',
+                       style='bold green'))
     for index, wave in enumerate(waves):
         console.print(Text(f'  wave {index}: {", ".join(wave)}'))
+
+
+def _count(n: int, noun: str) -> str:
+    return f'{n} {noun}' if n == 1 else f'{n} {noun}s'
 
 
 def _waves(plan: Plan, toolset: Toolset) -> tuple[tuple[str, ...], ...]:
@@ -238,7 +215,7 @@ def run_command(
                                  param_hint='--workers')
 
     console = _console()
-    toolset = load_toolset(tools)
+    toolset = load_tools(tools)
     plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
     _quiet_library_logs()
     gated = any(toolset.get(step.tool).definition.metadata.requires_approval for step in plan.steps

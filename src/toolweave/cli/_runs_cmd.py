@@ -18,7 +18,7 @@ from rich.text import Text
 
 from toolweave.approval import ReviewDecision
 from toolweave.cli._app import app
-from toolweave.cli._plan_cmds import ToolsOption, load_toolset
+from toolweave.cli._common import ToolsOption, load_tools
 from toolweave.cli._render import STATUS_STYLES
 from toolweave.exceptions import DecisionError, PlanStoreError, PlanValidationError, RunInUseError, UnknownRunError
 from toolweave.plan.durable import PlanStore, Transition, decide_sync, open_store, resume_plan_sync
@@ -155,7 +155,7 @@ def approve_command(
 def resume_command(run_id: RunArgument, tools: ToolsOption, store: StoreOption = DEFAULT_STORE,
                    json_output: JsonOption = False) -> None:
     """Go on with a stored run (after a crash, or once parked steps have decisions): no finished step runs again."""
-    toolset = load_toolset(tools)
+    toolset = load_tools(tools)
     try:
         run = resume_plan_sync(run_id, toolset, store=store)
     except (UnknownRunError, PlanValidationError) as exc:

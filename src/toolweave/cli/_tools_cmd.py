@@ -6,29 +6,25 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from toolweave.cli._app import app
-from toolweave.cli._common import load_object
-from toolweave.exceptions import UserError
-from toolweave.tools import ToolDefinition, Toolset
+from toolweave.cli._common import ToolsOption, load_tools
+from toolweave.tools import ToolDefinition
 
-__all__ = ('definition_json', 'resolve_toolset', 'schema_type', 'tools_command')
+__all__ = ('definition_json', 'schema_type', 'tools_command')
 
 
 @app.command('tools')
 def tools_command(
-    tools: Annotated[str, typer.Option('--tools', '-t', help='Where the tools are: module:attribute or '
-                                       'path/to/file.py:attribute (a Toolset, a list, a tool, a function or an '
-                                       'object with @tool methods).')],
+    tools: ToolsOption,
     as_json: Annotated[bool, typer.Option('--json', help='Print the tool definitions as JSON.')] = False,
 ) -> None:
     """List tools with their descriptions and parameters."""
-    toolset = resolve_toolset(load_object(tools, option='--tools'), tools)
+    toolset = load_tools(tools)
     definitions = toolset.definitions()
     if as_json:
         typer.echo(json.dumps([definition_json(d) for d in definitions], indent=2, ensure_ascii=False, default=str))
@@ -41,21 +37,6 @@ def tools_command(
     for definition in definitions:
         console.print()
         _print_definition(console, definition)
-
-
-def resolve_toolset(obj: object, spec: str = '--tools') -> Toolset:
-    """A `Toolset` from whatever the attribute holds; async tool groups are loaded. Bad values exit with a
-    usage error that says what the attribute held."""
-    try:
-        if isinstance(obj, Toolset):
-            toolset = obj
-        elif isinstance(obj, (list, tuple)):
-            toolset = Toolset(obj)
-        else:
-            toolset = Toolset([obj])
-        return anyio.run(toolset.load)
-    except UserError as exc:
-        raise typer.BadParameter(f'{spec} does not resolve to tools: {exc}', param_hint='--tools') from exc
 
 
 def definition_json(definition: ToolDefinition) -> dict[str, Any]:
