@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from toolweave.cli._app import app
-from toolweave.cli._plan_cmds import ToolsOption, load_toolset
+from toolweave.cli._common import ToolsOption, load_tools
 from toolweave.cli._runs_cmd import DEFAULT_STORE, StoreOption
 from toolweave.exceptions import PlanStoreError, UserError
 from toolweave.plan.workers import DEFAULT_QUEUE, Worker
@@ -40,7 +40,7 @@ def worker_command(
     """Run plan steps sent by `run_plan(..., workers=True)` or `toolweave run --workers`, until Ctrl-C or SIGTERM."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-    toolset = load_toolset(tools)
+    toolset = load_tools(tools)
     worker = Worker(store, toolset, queue=queue, concurrency=concurrency, poll_interval=poll)
     try:
         worker.start()
