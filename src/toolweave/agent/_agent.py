@@ -17,7 +17,7 @@ from toolweave.agent._blackboard import Blackboard
 from toolweave.agent._events import AgentEvent, EventHub, MessageEvent
 from toolweave.agent._injection import RunToolSet, ToolInjectionStrategy, check_strategies
 from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
-from toolweave.agent._planning import AgentPlanTool
+from toolweave.agent._planning import AgentPlanTool, eager_plans
 from toolweave.agent._process import AgentProcess, Budget, RunUsage, current_process, process_var
 from toolweave.agent._streaming import AgentStream, open_run_stream
 from toolweave.agent._subagent import SubAgentTool
@@ -125,6 +125,12 @@ class Agent:
         empty_answer_nudges: How many times the agent asks again when the model ends its turn with neither text
             nor tool calls (an `EmptyAnswer` event each time); after that the run ends with `finish_reason`
             `'empty_answer'`. `0`: end at the first empty reply.
+        eager_plans: Start plan steps while the model is still writing the plan: each model call of a run
+            streams (in `run` too), and a step of `execute_tool_plan` starts as soon as it has arrived if its tool
+            is marked read-only (`ToolMetadata.read_only`) and needs no approval (or it is a select step), it
+            validates with the steps before it, and what it refers to has arrived; every other step waits for
+            the whole plan, validated as usual. A plan that turns out invalid, or a reply that breaks off, cancels
+            what started early. Needs `tool_planning=True`; not with `plan_store` or whole-plan review.
     """
 
     def __init__(
@@ -148,6 +154,7 @@ class Agent:
         injection_strategies: Sequence[ToolInjectionStrategy] = (),
         tool_decorator: Callable[[Tool], Tool] | None = None,
         empty_answer_nudges: int = 1,
+        eager_plans: bool = False,
     ) -> None:
         self.model = _resolve_model(model)
         if not isinstance(instructions, str):
@@ -184,6 +191,7 @@ class Agent:
         self.events = EventHub()
         """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""
         self._plan_tool = AgentPlanTool(self.toolset, self.plan_options) if tool_planning else None
+        self.eager_plans = _check_eager(eager_plans, tool_planning=tool_planning, options=self.plan_options)
 
     @property
     def plan_tool(self) -> AgentPlanTool | None:
@@ -345,7 +353,7 @@ class Agent:
                 await self.toolset.load()
                 outcome = await run_loop(self.model, self._loop_tools(process), process, messages,
                                          settings=self.settings, max_iterations=self.max_iterations,
-                                         limits=self.limits, stream=stream,
+                                         limits=self.limits, stream=stream or self.eager_plans,
                                          empty_answer_nudges=self.empty_answer_nudges)
                 trace.finished(outcome.output, outcome.finish_reason)
         except UsageLimitExceeded:
@@ -407,8 +415,9 @@ class Agent:
         def available() -> list[str]:
             return [tool.name for tool in run_tools.tools()]
 
+        eager = partial(eager_plans, plan_tool) if self.eager_plans and plan_tool is not None else None
         return LoopTools(definitions, run_tools.find, available, lambda tool: tool is not plan_tool,
-                         run_tools.after_call)
+                         run_tools.after_call, eager)
 
     # --- sub-agents -----------------------------------------------------------------------------------------
 
@@ -426,6 +435,23 @@ class Agent:
     def __repr__(self) -> str:
         return (f'Agent(name={self.name!r}, model={self.model.name!r}, tools={self.toolset.names}, '
                 f'tool_planning={self.tool_planning})')
+
+
+def _check_eager(eager: bool, *, tool_planning: bool, options: Mapping[str, Any]) -> bool:
+    if not isinstance(eager, bool):
+        raise UserError(f'Agent eager_plans must be True or False, got {eager!r}.')
+    if not eager:
+        return False
+    if not tool_planning:
+        raise UserError('Agent eager_plans=True starts the steps of `execute_tool_plan` early, but tool_planning is '
+                        'off: pass tool_planning=True too.')
+    if options.get('store') is not None:
+        raise UserError('Agent eager_plans=True cannot be used with plan_store: a durable plan starts once the whole '
+                        'plan has arrived and is recorded. Drop one of the two.')
+    if options.get('review_mode') == 'whole_plan':
+        raise UserError("Agent eager_plans=True cannot be used with plan_options review_mode='whole_plan': the "
+                        'reviewer sees the whole plan before anything runs. Drop one of the two.')
+    return True
 
 
 def _resolve_model(model: Model | str) -> Model:

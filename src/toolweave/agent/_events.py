@@ -110,6 +110,8 @@ class PlanStepStarted(AgentEvent):
     """A step of a plan (run through `execute_tool_plan`) started."""
 
     step: StepRecord
+    eager: bool = False
+    """The step started while the model was still writing the plan (`Agent(eager_plans=True)`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -11,6 +12,7 @@ import anyio
 
 from toolweave._tracing import tool_call_id
 from toolweave.agent._events import EmptyAnswer, MessageEvent, ToolCallFinished, ToolCallStarted
+from toolweave.agent._planning import EagerPlans
 from toolweave.agent._process import AgentProcess, ToolCallRecord
 from toolweave.agent._streaming import ask_model
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UsageLimitExceeded
@@ -54,6 +56,9 @@ class LoopTools:
     """Called after each finished call, in call order, with the tool as found, the raw arguments, the result and
     the facades that unfolded during the call: the tool-injection hook, which may change what `definitions` and
     `find` give from the next model call on."""
+    eager_plans: Callable[[AgentProcess], AbstractAsyncContextManager[EagerPlans]] | None = None
+    """Opens the plan streams of one reply (`eager_plans`): plan steps start while the model writes the plan.
+    `None`: a plan starts once it has arrived whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,23 +114,26 @@ async def run_loop(
             raise exc
         iteration += 1
         process.reserve_model_call()
-        response = await ask_model(model, list(messages), tools.definitions(), settings, process, stream=stream)
-        process.record_model_call(response.usage, response.model_name or model.name)
-        reply = AssistantMessage(response.text, response.tool_calls)
-        _append(process, messages, reply)
-        process.check_after_model_call()
-        if not response.tool_calls:
-            if (response.text or '').strip():
-                return LoopOutcome(response.text or '', 'final_answer')
-            if not _nudge(process, messages, response, give_up=nudges >= empty_answer_nudges):
-                return LoopOutcome('', 'empty_answer')
-            nudges += 1
-            continue
-        resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
-        counted = sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool))
-        process.reserve_tool_calls(counted)
-        unfolded: list[tuple[UnfoldingSelection, ...]] = [()] * len(resolved)
-        results = await _run_calls(process, tools, resolved, limits, unfolded)
+        eager = tools.eager_plans(process) if stream and tools.eager_plans is not None else nullcontext(None)
+        async with eager as plans:
+            response = await ask_model(model, list(messages), tools.definitions(), settings, process, stream=stream,
+                                       on_chunk=None if plans is None else plans.chunk)
+            process.record_model_call(response.usage, response.model_name or model.name)
+            reply = AssistantMessage(response.text, response.tool_calls)
+            _append(process, messages, reply)
+            process.check_after_model_call()
+            if not response.tool_calls:
+                if (response.text or '').strip():
+                    return LoopOutcome(response.text or '', 'final_answer')
+                if not _nudge(process, messages, response, give_up=nudges >= empty_answer_nudges):
+                    return LoopOutcome('', 'empty_answer')
+                nudges += 1
+                continue
+            resolved = [(call, tools.find(call.name)) for call in response.tool_calls]
+            counted = sum(1 for _, tool in resolved if tool is not None and tools.counts_as_tool_call(tool))
+            process.reserve_tool_calls(counted)
+            unfolded: list[tuple[UnfoldingSelection, ...]] = [()] * len(resolved)
+            results = await _run_calls(process, tools, resolved, limits, unfolded, plans)
         for call, result in zip(response.tool_calls, results, strict=True):
             text = cut(result.text, limits.max_output_chars)
             _append(process, messages, ToolMessage(call.id, call.name, text, is_error=not result.ok))
@@ -157,17 +165,17 @@ def _append(process: AgentProcess, messages: list[Message], message: Message) ->
 
 async def _run_calls(
     process: AgentProcess, tools: LoopTools, calls: Sequence[tuple[ToolCall, Tool | None]], limits: CallLimits,
-    unfolded: list[tuple[UnfoldingSelection, ...]],
+    unfolded: list[tuple[UnfoldingSelection, ...]], plans: EagerPlans | None = None,
 ) -> list[ToolResult]:
     """Run every call of one reply concurrently; results in the order of the calls, and in `unfolded` the facades
     that unfolded during each. A configuration error or control-flow signal from one call cancels the others and
-    is re-raised as itself (not as a group)."""
+    is re-raised as itself (not as a group). A plan call that streamed takes its stream from `plans`."""
     results: list[ToolResult | None] = [None] * len(calls)
     escaped: list[BaseException] = []
 
     async def call_one(index: int, call: ToolCall, tool: Tool | None, scope: anyio.CancelScope) -> None:
         try:
-            with record_unfoldings() as selections:
+            with record_unfoldings() as selections, _handing(plans, call):
                 results[index] = await _call_tool(process, tools, call, tool, limits)
             unfolded[index] = tuple(selections)
         except (ToolConfigurationError, ControlFlowSignal) as exc:
@@ -176,7 +184,7 @@ async def _run_calls(
 
     if len(calls) == 1:
         call, tool = calls[0]
-        with record_unfoldings() as selections:
+        with record_unfoldings() as selections, _handing(plans, call):
             result = await _call_tool(process, tools, call, tool, limits)
         unfolded[0] = tuple(selections)
         return [result]
@@ -186,6 +194,10 @@ async def _run_calls(
     if escaped:
         raise escaped[0]
     return [result if result is not None else ToolResult.failure('Tool call was cancelled') for result in results]
+
+
+def _handing(plans: EagerPlans | None, call: ToolCall) -> AbstractContextManager[None]:
+    return nullcontext() if plans is None else plans.handing(call.id)
 
 
 async def _call_tool(

@@ -1,17 +1,39 @@
 """Tool planning inside the agent loop: the `execute_tool_plan` meta-tool, wired to the run's process so plan
-steps become agent events, count against the run's budget, and every `PlanRun` lands in the run's record."""
+steps become agent events, count against the run's budget, and every `PlanRun` lands in the run's record.
+
+With eager plans (`Agent(eager_plans=True)`), `eager_plans` opens the plan streams of one reply: each
+`execute_tool_plan` call's arguments go to a `PlanStream` as they stream, so the steps that may start early do
+while the model still writes the rest; when the loop runs that call, `EagerPlans.handing` hands the stream to the
+plan tool, which finishes the plan with it. A stream whose call never runs is cancelled when the reply's tool calls
+are over.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from toolweave._ambient import using
 from toolweave.agent._events import PlanItemFinished, PlanStepFinished, PlanStepStarted
 from toolweave.agent._process import AgentProcess, current_process
+from toolweave.exceptions import ModelError
+from toolweave.models import ResponseChunk, ToolCallChunk
 from toolweave.plan import PlanEvent, PlanRun, PlanTool
+from toolweave.plan._stream import PlanStream
 from toolweave.tools import DelegatingTool, ToolArguments, ToolCallContext, ToolResult, Toolset
 
-__all__ = ('AgentPlanTool', 'forward_plan_event')
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+__all__ = ('AgentPlanTool', 'EagerPlans', 'eager_plans', 'forward_plan_event')
+
+_streamed: ContextVar[list[tuple[PlanTool, PlanStream]] | None] = ContextVar('toolweave_streamed_plan', default=None)
+"""The stream of the plan call the loop is running, in a box the plan tool empties (so no call nested in it sees
+the stream)."""
 
 
 def forward_plan_event(event: PlanEvent) -> None:
@@ -22,8 +44,11 @@ def forward_plan_event(event: PlanEvent) -> None:
     if event.item is not None:
         process.emit(PlanItemFinished(process_id=process.id, time=process.elapsed(), step=event.step, item=event.item))
         return
-    kind = PlanStepStarted if event.kind == 'step_started' else PlanStepFinished
-    process.emit(kind(process_id=process.id, time=process.elapsed(), step=event.step))
+    if event.kind == 'step_started':
+        process.emit(PlanStepStarted(process_id=process.id, time=process.elapsed(), step=event.step,
+                                     eager=event.eager))
+        return
+    process.emit(PlanStepFinished(process_id=process.id, time=process.elapsed(), step=event.step))
 
 
 class AgentPlanTool(DelegatingTool):
@@ -37,16 +62,25 @@ class AgentPlanTool(DelegatingTool):
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         process = current_process()
-        tool = self._for_run(process)
+        box = _streamed.get()
+        streamed = box.pop() if box else None
         if process is None:
-            return await tool.execute(arguments, context)
-        # Each plan of the run is named p1, p2, ...: a later plan may refer to any step of an earlier one as
-        # "$ref:p1/<step>.path", so a big result is used where it is, never copied back into arguments.
-        earlier = {run.name: run for run in process.plan_runs if run.name is not None}
-        result = await tool.run_call(arguments, context, earlier=earlier, name=f'p{len(earlier) + 1}')
+            return await self._for_run(process).execute(arguments, context)
+        if streamed is not None:
+            tool, stream = streamed
+            result = await tool.run_call(arguments, context, streamed=stream)
+        else:
+            earlier, name = _names(process)
+            result = await self._for_run(process).run_call(arguments, context, earlier=earlier, name=name)
         if isinstance(result.value, PlanRun):
             process.record_plan_run(result.value)
         return result
+
+    def stream(self, process: AgentProcess, task_group: TaskGroup) -> tuple[PlanTool, PlanStream]:
+        """The plan tool a call of the run uses, and a stream for that call (see `PlanTool.stream`)."""
+        tool = self._for_run(process)
+        earlier, name = _names(process)
+        return tool, tool.stream(task_group, process.context, earlier=earlier, name=name)
 
     def _for_run(self, process: AgentProcess | None) -> PlanTool:
         """The plan tool over the tools the run offers now, so a plan may call tools that unfolding or another
@@ -57,6 +91,72 @@ class AgentPlanTool(DelegatingTool):
         offered = [_Counted(tool) for tool in process.offered_tools() if tool is not self]
         # This one only runs the plan (the model was shown the agent's plan tool): no schema to build.
         return PlanTool(Toolset(offered), on_event=forward_plan_event, **{**self.options, 'plan_schema': 'compact'})
+
+
+def _names(process: AgentProcess) -> tuple[dict[str, PlanRun], str]:
+    """The run's earlier plans by name, and the next plan's name. Each plan of the run is named p1, p2, ...: a later
+    plan may refer to any step of an earlier one as "$ref:p1/<step>.path", so a big result is used where it is,
+    never copied back into arguments."""
+    earlier = {run.name: run for run in process.plan_runs if run.name is not None}
+    return earlier, f'p{len(earlier) + 1}'
+
+
+class EagerPlans:
+    """The plan calls of one streamed reply, each fed to its `PlanStream` as its arguments arrive."""
+
+    def __init__(self, tool: AgentPlanTool, process: AgentProcess, task_group: TaskGroup) -> None:
+        self.tool = tool
+        self.process = process
+        self.task_group = task_group
+        self.streams: dict[str, tuple[PlanTool, PlanStream]] = {}
+
+    def chunk(self, chunk: ResponseChunk) -> None:
+        """A piece of the reply: a piece of a plan call's arguments goes to that call's stream."""
+        if not isinstance(chunk, ToolCallChunk) or chunk.tool_name != self.tool.name:
+            return
+        streamed = self.streams.get(chunk.call_id)
+        if streamed is None:
+            streamed = self.streams[chunk.call_id] = self.tool.stream(self.process, self.task_group)
+        streamed[1].feed(chunk.arguments)
+
+    @contextmanager
+    def handing(self, call_id: str) -> Iterator[None]:
+        """Run the loop's call `call_id` inside this block: if it is a streamed plan call, the plan tool takes its
+        stream."""
+        streamed = self.streams.get(call_id)
+        if streamed is None:
+            yield
+            return
+        with using(_streamed, [streamed]):
+            yield
+
+    def abandon(self, reason: str) -> None:
+        for _, stream in self.streams.values():
+            stream.abandon(reason)
+
+
+@asynccontextmanager
+async def eager_plans(tool: AgentPlanTool, process: AgentProcess) -> AsyncIterator[EagerPlans]:
+    """The plan streams of one reply, for the block that asks the model and runs the reply's calls: a stream
+    still running when the block ends (its call never ran, or the block failed) is cancelled, and the block waits
+    until it has stopped."""
+    raised: Exception | None = None
+    async with anyio.create_task_group() as group:
+        plans = EagerPlans(tool, process, group)
+        try:
+            yield plans
+        except Exception as exc:  # re-raised below as itself, not wrapped in the task group's ExceptionGroup
+            raised = exc
+            plans.abandon("Cancelled: the model's reply broke off before the plan was complete"
+                          if isinstance(exc, ModelError) else
+                          f'Cancelled: the run stopped ({type(exc).__name__}) before the plan ran')
+        except BaseException:
+            plans.abandon('Cancelled: the run was cancelled before the plan ran')
+            raise
+        else:
+            plans.abandon('Cancelled: the plan call was not run')
+    if raised is not None:
+        raise raised
 
 
 class _Counted(DelegatingTool):

@@ -50,21 +50,25 @@ async def ask_model(
     process: AgentProcess,
     *,
     stream: bool,
+    on_chunk: Callable[[ResponseChunk], None] | None = None,
 ) -> ModelResponse:
     """One model call of the loop. Streamed, each chunk becomes a `TextDelta` or `ToolCallDelta` of `process` as
-    it arrives; a model that cannot stream answers whole, and its reply is reported as the same deltas."""
+    it arrives, and goes to `on_chunk` (the eager plans of the reply); a model that cannot stream answers whole,
+    and its reply is reported as the same deltas."""
     tracing = _tracing.ACTIVE
     if tracing is None:
-        return await _ask(model, messages, tools, settings, process, stream=stream)
+        return await _ask(model, messages, tools, settings, process, stream=stream, on_chunk=on_chunk)
     with chat_trace(tracing, model.name, messages, settings, stream=stream) as trace:
-        response = await _ask(model, messages, tools, settings, process, stream=stream, first_chunk=trace.first_chunk)
+        response = await _ask(model, messages, tools, settings, process, stream=stream, on_chunk=on_chunk,
+                              first_chunk=trace.first_chunk)
         trace.response(response)
         return response
 
 
 async def _ask(model: Model, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                settings: ModelSettings | None, process: AgentProcess, *, stream: bool,
-               first_chunk: Callable[[], None] | None = None) -> ModelResponse:
+               on_chunk: Callable[[ResponseChunk], None] | None, first_chunk: Callable[[], None] | None = None
+               ) -> ModelResponse:
     if not stream:
         return await model.respond(messages, tools, settings)
     if isinstance(model, StreamingModel):
@@ -74,10 +78,14 @@ async def _ask(model: Model, messages: Sequence[Message], tools: Sequence[ToolDe
                     first_chunk()
                     first_chunk = None
                 process.emit(_delta(process, chunk))
+                if on_chunk is not None:
+                    on_chunk(chunk)
         return reply.response
     response = await model.respond(messages, tools, settings)
     for chunk in response_chunks(response):
         process.emit(_delta(process, chunk))
+        if on_chunk is not None:
+            on_chunk(chunk)
     return response
 
 

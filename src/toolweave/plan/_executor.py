@@ -27,6 +27,13 @@ Two hooks make a run durable and let it wait for people (both unused by a plain 
   whole-plan review, or decisions stored since the step parked); a step with one runs under that answer instead
   of asking its reviewers again.
 
+A plan may also arrive while it runs (a model still writing it, `plan/_stream.py`): `open_run` gives a run with
+no steps that cannot end before its plan is closed; `_Run.grow` adds the steps that have arrived, holding back
+those that must wait for the whole plan, `_Run.close` takes the whole validated plan and releases them, and
+`_Run.abandon` gives up. Steps are positions in the same per-step lists, counted off their dependencies the same
+way: the rest of the plan counts as one more unfinished step until it is closed, and a held step as waiting for
+one more dependency.
+
 Failure policy: collect a per-step outcome. A failed step never cancels its siblings; its dependents are skipped,
 transitively, each naming its first failed dependency. Only `ToolConfigurationError` and control-flow signals
 stop the run: the other steps are cancelled and the exception propagates. A whole-plan timeout or an outer
@@ -39,7 +46,7 @@ import asyncio
 import heapq
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -52,11 +59,11 @@ from toolweave._json import compact
 from toolweave.approval import ReviewDecision, describe_arguments, preset_review
 from toolweave.exceptions import ApprovalPending, ControlFlowSignal, PlanStoreError, ToolConfigurationError
 from toolweave.plan._expr import ExpressionError, evaluate, truthy
-from toolweave.plan._model import EventHandler, MissingField, PlanEvent, PlanStep, StepStatus
+from toolweave.plan._model import EventHandler, MissingField, Plan, PlanEvent, PlanStep, StepStatus
 from toolweave.plan._parse import excerpt
 from toolweave.plan._record import ItemRecord, PlanRun, StepRecord, cut, jsonable, step_result
 from toolweave.plan._refs import ResolveError
-from toolweave.plan._scan import Resolver, Rewrite
+from toolweave.plan._scan import RefTable, Resolver, Rewrite
 from toolweave.plan._tracing import PlanTrace
 from toolweave.plan._validate import Prepared, StepKind
 from toolweave.tools._context import ToolCallContext
@@ -66,7 +73,7 @@ if TYPE_CHECKING:
 
     from toolweave.tools import Tool, ToolResult
 
-__all__ = ('Ahead', 'Prefill', 'StepJournal', 'execute')
+__all__ = ('Ahead', 'Prefill', 'StepJournal', 'drive', 'execute', 'open_run')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -81,6 +88,7 @@ start workers that would find nothing left to do."""
 
 
 _EVENT_KINDS: dict[str, Literal['step_started', 'step_parked']] = {'running': 'step_started', 'parked': 'step_parked'}
+_ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 
 
 class StepFailed(Exception):
@@ -182,6 +190,18 @@ class _Run:
         """Parked steps and the steps that depend on them: unfinished, but nothing more happens to them in this run."""
         self.settled_at = 0
         """The run is over when `unfinished` comes down to this (the number of stuck steps)."""
+        # A plan that arrives while it runs (`open_run`).
+        self.prepared = prepared
+        """The plan as far as it has arrived (all of it, except in a run made by `open_run` before `close`)."""
+        self.arriving = False
+        """Whether more of the plan is to come: the rest of it counts as one unfinished step until `close`."""
+        self.held: Collection[int] = ()
+        """Steps that wait for the whole plan besides their dependencies (while `arriving`)."""
+        self.abandoned: str | None = None
+        """Why an arriving plan was given up (`abandon`): its unfinished steps are cancelled with this reason."""
+        self.timeout: float | None = None
+        self.deadline: anyio.CancelScope | None = None
+        """The whole-plan timeout's scope; an arriving plan's clock starts when it is closed."""
 
     # --- the record's view of the run (`StepGraph`) ------------------------------------------------------------
 
@@ -633,6 +653,107 @@ class _Run:
             self.coming += 1
             self.idle.pop().set()
 
+    # --- a plan that arrives while it runs (`open_run`) ----------------------------------------------------------
+
+    def grow(self, prepared: Prepared, held: Collection[int]) -> None:
+        """More of the plan has arrived: adopt `prepared`, the plan so far (validated; the known steps at the same
+        positions), and queue the steps now ready, except those `held` for the whole plan."""
+        self.adopt(prepared)
+        self.held = held
+        self.recount()
+
+    def close(self, prepared: Prepared) -> None:
+        """The whole plan has arrived and validated: adopt it, release the held steps, start the whole-plan
+        timeout, and let the run end once its steps have."""
+        self.adopt(prepared)
+        self.arriving = False
+        self.held = ()
+        self.recount()
+        if self.trace is not None:
+            self.trace.describe(prepared)
+        if self.deadline is not None and self.timeout is not None:
+            self.deadline.deadline = anyio.current_time() + self.timeout
+
+    def abandon(self, reason: str) -> None:
+        """Give up on a plan that is still arriving: cancel what runs, and record every unfinished step as
+        cancelled with `reason`."""
+        if self.abandoned is None:
+            self.abandoned = reason
+        if self.task_group is not None:
+            self.task_group.cancel_scope.cancel()
+
+    def adopt(self, prepared: Prepared) -> None:
+        """Take the plan's graph from `prepared`: the steps known so far at the same positions (a step that has
+        not started takes its new form: a held step arrives as a placeholder), then the new ones."""
+        plan = prepared.plan
+        self.prepared = prepared
+        self.steps = plan.steps
+        self.deps, self.waves, self.dependents = prepared.deps, prepared.waves, prepared.dependents
+        self.rewrite, self.tools, self.kinds, self.max_items = (prepared.rewrite, prepared.tools, prepared.kinds,
+                                                               prepared.max_items)
+        self.resolver.table, self.resolver.external = prepared.table, prepared.external
+        records = self.records
+        known = len(records)
+        for record, step in zip(records, plan.steps, strict=False):
+            record.step = step
+        records.extend(StepRecord(step, index, self) for index, step in enumerate(plan.steps[known:], known))
+        self.waiting.extend([0] * (len(records) - known))
+        self.priority = _chain_lengths(self.deps, self.dependents)
+        self.limit = self.concurrency or len(records) or 1
+
+    def recount(self) -> None:
+        """Count every step that has not started off its dependencies again, from the records: queue the ones
+        now ready (longest chain first), skip those behind a step that did not succeed; a held step waits for one
+        more. Then send for workers, or end the run if nothing is left."""
+        records, waiting, held = self.records, self.waiting, self.held
+        unfinished = 0
+        ready: list[tuple[int, int]] = []
+        behind: list[int] = []
+        blocked: set[int] = set()
+        for index, deps in enumerate(self.deps):
+            status = records[index].status
+            if status in _ENDED:
+                continue
+            unfinished += 1
+            if status != 'pending':  # running or parked: it ends (or stays stuck) on its own
+                continue
+            count = 1 if index in held else 0
+            for dep in deps:
+                if records[dep].status not in _ENDED:
+                    count += 1
+                elif records[dep].status != 'succeeded':
+                    blocked.add(index)
+            waiting[index] = count
+            if not count:
+                if index in blocked:
+                    behind.append(index)
+                else:
+                    ready.append((-self.priority[index], index))
+        self.unfinished = unfinished + self.arriving
+        self.blocked = blocked
+        heapq.heapify(ready)
+        self.ready = ready
+        self.restuck()
+        for index in behind:
+            self.skip(index)
+            self.release(index, ok=False)
+        if self.unfinished == self.settled_at:
+            self.wake_all()
+        elif self.ready and self.task_group is not None:
+            self.staff()
+
+    def restuck(self) -> None:
+        """The parked steps and everything that depends on them, with the graph as it is now."""
+        stuck: set[int] = set()
+        todo = [index for index, record in enumerate(self.records) if record.status == 'parked']
+        while todo:
+            step = todo.pop()
+            if step not in stuck:
+                stuck.add(step)
+                todo.extend(self.dependents[step])
+        self.stuck = stuck
+        self.settled_at = len(stuck)
+
     def cancel_unfinished(self, reason: str) -> None:
         for record in self.records:
             if record.status in ('pending', 'running'):
@@ -704,7 +825,7 @@ async def execute(
     """Run a validated plan and return its record (see the module docstring for `journal` and `ahead`)."""
     run = _Run(prepared, concurrency=concurrency, step_timeout=step_timeout, missing=missing_field,
                context=context, on_event=on_event, journal=journal, ahead=ahead)
-    run.t0 = started = perf_counter()
+    run.t0 = perf_counter()
     if ahead is not None and ahead.ended:
         run.restore(ahead.ended)
     if journal is not None:
@@ -713,16 +834,40 @@ async def execute(
     if ahead is not None and ahead.rejected is not None:
         run.cancel_unfinished(f'Cancelled: the reviewer rejected the plan ({ahead.rejected})')
         run.unfinished = 0
-    with anyio.move_on_after(timeout) as deadline:
+    return await drive(run, timeout=timeout, max_output_chars=max_output_chars)
+
+
+def open_run(*, concurrency: int | None, step_timeout: float | None, missing_field: MissingField,
+             context: ToolCallContext, on_event: EventHandler | None, max_items: int) -> _Run:
+    """A run of a plan that is still arriving, with no steps yet: `grow` adds the steps that arrive, `close` takes
+    the whole plan, `abandon` gives up; `drive` runs it meanwhile, and it does not end before one of the last two.
+    Its clock (`started_at`, step times) starts now; its timeout when it is closed."""
+    nothing = Prepared(Plan(()), [], [], RefTable(), [], [], [], {}, [], max_items)
+    run = _Run(nothing, concurrency=concurrency, step_timeout=step_timeout, missing=missing_field, context=context,
+               on_event=on_event)
+    run.arriving = True
+    run.unfinished = 1  # the rest of the plan
+    run.t0 = perf_counter()
+    return run
+
+
+async def drive(run: _Run, *, timeout: float | None, max_output_chars: int | None) -> PlanRun:  # noqa: ASYNC109
+    """Run `run` until every step has ended (or is stuck behind a parked one) and return its record."""
+    run.timeout = timeout
+    with anyio.move_on_after(None if run.arriving else timeout) as deadline:
+        run.deadline = deadline
         try:
             async with anyio.create_task_group() as task_group:
                 run.task_group = task_group
-                await run.worker()
+                if run.abandoned is None:
+                    await run.worker()
         except BaseExceptionGroup as group:  # a `BaseException` that is not ours (an interrupt): unwrap a lone one
             raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
         finally:
             if run.fatal is not None:
                 reason = f'Cancelled: the run stopped because a step raised {type(run.fatal).__name__}'
+            elif run.abandoned is not None:
+                reason = run.abandoned
             elif deadline.cancel_called:
                 reason = f'Cancelled: the plan timed out after {timeout:g} s (timeout)'
             else:
@@ -733,8 +878,9 @@ async def execute(
                 run.trace.close(run.records, stopped=run.fatal, reason=reason)
     if run.fatal is not None:
         raise run.fatal
+    prepared = run.prepared
     levels: list[list[str]] = [[] for _ in range(max(prepared.waves, default=-1) + 1)]
     for step, wave in zip(prepared.plan.steps, prepared.waves, strict=True):
         levels[wave].append(step.id)
-    return PlanRun(prepared.plan, tuple(run.records), tuple(map(tuple, levels)), started,
-                   perf_counter() - started, max_output_chars=max_output_chars)
+    return PlanRun(prepared.plan, tuple(run.records), tuple(map(tuple, levels)), run.t0,
+                   perf_counter() - run.t0, max_output_chars=max_output_chars)

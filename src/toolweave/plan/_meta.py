@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
@@ -27,6 +27,7 @@ from toolweave.plan._plan_schema import (
 )
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._run import run_parsed
+from toolweave.plan._stream import PlanStream
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, as_toolset
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
@@ -39,6 +40,9 @@ from toolweave.tools import (
     Toolset,
     ToolsetItem,
 )
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 __all__ = ('PlanTool', 'planning_instructions')
 
@@ -186,23 +190,45 @@ class PlanTool(Tool):
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         return await self.run_call(arguments, context)
 
+    def stream(self, task_group: TaskGroup, context: ToolCallContext = ToolCallContext.EMPTY, *,
+               earlier: Mapping[str, PlanRun] | None = None, name: str | None = None) -> PlanStream:
+        """A stream for a call of this tool whose arguments are still arriving: `feed` it the arguments text as it
+        streams, and the steps that may run early start in `task_group` (read-only tools that need no approval,
+        select steps; see `PlanStream`); then pass it to `run_call(..., streamed=...)` with the whole arguments.
+        Durable runs, whole-plan review and `execute_plan` start nothing early."""
+        options = self.options
+        eager = self.dialect == 'id' and options.store is None and options.review_mode == 'per_step'
+        return PlanStream(self.tools, options, task_group, context=context, on_event=self.on_event,
+                          refused=frozenset({self._definition.name}), earlier=earlier, name=name,
+                          clean=self._step_without_unset_nulls, eager=eager)
+
     async def run_call(self, arguments: ToolArguments, context: ToolCallContext, *,
-                       earlier: Mapping[str, PlanRun] | None = None, name: str | None = None) -> ToolResult:
+                       earlier: Mapping[str, PlanRun] | None = None, name: str | None = None,
+                       streamed: PlanStream | None = None) -> ToolResult:
         """`execute`, with the earlier plans of the agent run a reference may name (`"$ref:<plan>/<step>"`)
-        and this plan's own name among them."""
+        and this plan's own name among them. `streamed`: the call's `stream`, fed with these arguments as they
+        arrived (its `earlier` and `name` apply): the steps it started keep running into the plan's run, or are
+        cancelled if the plan does not validate."""
+        if streamed is not None:
+            earlier, name = streamed.earlier, streamed.name
         if self.dialect == 'index':
+            if streamed is not None:
+                streamed.abandon('Cancelled: an index-based plan starts nothing early')
             return await self._execute_index(arguments, context)
         data: Any = arguments if arguments is not None else {}
         data = self._without_unset_nulls(data)
         parsed = parse_lenient(data)  # either dialect is accepted; the schema shows the id-based one
         try:
-            run = await self._run(parsed, context, earlier, name)
+            run = await self._run(parsed, context, earlier, name, streamed)
         except PlanValidationError as exc:
             return ToolResult.failure(_render_problems(exc.problems))
         except (ToolConfigurationError, ControlFlowSignal):
             raise
         except Exception as exc:
             return ToolResult.failure(f'Unexpected error during plan execution: {type(exc).__name__}: {exc}')
+        finally:
+            if streamed is not None:  # whatever went wrong, nothing started early outlives the call
+                streamed.abandon('Cancelled: the plan call ended before its run did')
         return ToolResult.success(run.summary, run)
 
     def _without_unset_nulls(self, data: Any) -> Any:
@@ -215,20 +241,21 @@ class PlanTool(Tool):
                 return data
         if not isinstance(data, Mapping) or not isinstance(data.get('steps'), list):
             return data
-        steps = []
-        for step in data['steps']:
-            if isinstance(step, dict) and isinstance(step.get('tool'), str) and isinstance(step.get('arguments'), dict):
-                tool = self.tools.find(step['tool'])
-                if tool is not None:
-                    parameters = tool.definition.parameters
-                    step = {**step, 'arguments': drop_unset_nulls(step['arguments'], parameters, parameters)}
-            steps.append(step)
-        return {**data, 'steps': steps}
+        return {**data, 'steps': [self._step_without_unset_nulls(step) for step in data['steps']]}
+
+    def _step_without_unset_nulls(self, step: Any) -> Any:
+        if isinstance(step, dict) and isinstance(step.get('tool'), str) and isinstance(step.get('arguments'), dict):
+            tool = self.tools.find(step['tool'])
+            if tool is not None:
+                parameters = tool.definition.parameters
+                return {**step, 'arguments': drop_unset_nulls(step['arguments'], parameters, parameters)}
+        return step
 
     async def _run(self, parsed: Any, context: ToolCallContext, earlier: Mapping[str, PlanRun] | None = None,
-                   name: str | None = None) -> PlanRun:
+                   name: str | None = None, streamed: PlanStream | None = None) -> PlanRun:
         return await run_parsed(parsed, self.tools, self.options, context=context, on_event=self.on_event,
-                                refused=frozenset({self._definition.name}), earlier=earlier, name=name)
+                                refused=frozenset({self._definition.name}), earlier=earlier, name=name,
+                                streamed=streamed)
 
     async def _execute_index(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         text = _plan_text(arguments)

@@ -133,6 +133,8 @@ class PlanEvent:
     """`time.perf_counter()` when the run started; `step.started_at` is relative to it."""
     item: ItemRecord | None = None
     """For `item_finished`: the element's record (`step.items[item.index]`)."""
+    eager: bool = False
+    """For `step_started`: the step started while the model was still writing the plan (see `PlanTool.stream`)."""
 
 
 EventHandler: TypeAlias = Callable[[PlanEvent], None]

@@ -298,6 +298,9 @@ class PlanRun:
     """Every review decision made during the run (gated steps, and gated tools inside them), in order."""
     run_id: str | None = None
     """The id the run is stored under when it is durable (`run_plan(..., store=...)`), else `None`."""
+    eager: tuple[str, ...] = ()
+    """Ids of the steps that started while the model was still writing the plan (see `PlanTool.stream`), in plan
+    order; the run is otherwise the one the whole plan would have given."""
     succeeded: int = field(init=False)
     failed: int = field(init=False)
     _benign: int = field(init=False, repr=False)
@@ -425,7 +428,7 @@ class PlanRun:
             'name': self.name,
             'duration': self.duration, 'total': self.total, 'succeeded': self.succeeded, 'failed': self.failed,
             'skipped': self.skipped, 'cancelled': self.cancelled, 'parked': self.parked, 'waiting': self.waiting,
-            'ok': self.ok, 'run_id': self.run_id,
+            'ok': self.ok, 'run_id': self.run_id, 'eager': list(self.eager),
             'waves': [list(w) for w in self.waves], 'steps': [record.to_dict() for record in self.steps],
             'summary': self.summary, 'approvals': [record.to_dict() for record in self.approvals],
         }

@@ -17,6 +17,7 @@ from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._review import review_ahead
+from toolweave.plan._stream import PlanStream
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare
 from toolweave.plan.durable._runs import StoreLike, opened, start_run
 from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
@@ -33,14 +34,22 @@ def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
 async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, context: ToolCallContext,
                      on_event: EventHandler | None, refused: frozenset[str] = frozenset(),
                      run_id: str | None = None, earlier: Mapping[str, PlanRun] | None = None,
-                     name: str | None = None) -> PlanRun:
+                     name: str | None = None, streamed: PlanStream | None = None) -> PlanRun:
     """Validate and run; `earlier` are the plans of the same agent run a reference may name
-    (`"$ref:<plan>/<step>..."`), `name` this plan's own name there."""
+    (`"$ref:<plan>/<step>..."`), `name` this plan's own name there. `streamed`: the plan's stream, whose early
+    steps the run keeps (or cancels, when the plan does not validate)."""
     steps = {plan: {record.id: record for record in run.steps} for plan, run in (earlier or {}).items()}
     prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
                                  extra_refused=refused, earlier=steps)
     if prepared is None:
+        if streamed is not None:
+            await streamed.cancel('Cancelled: the plan did not validate (its problems were reported)')
         raise PlanValidationError(problems.messages())
+    if streamed is not None:
+        early = await streamed.close(prepared)
+        if early is not None:
+            early.name = name
+            return early
     with record_approvals() as log, use_review_handler(options.review_handler):
         if options.store is not None:
             result = await start_run(prepared, tools, options, run_id=run_id, context=context, on_event=on_event,

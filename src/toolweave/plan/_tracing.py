@@ -39,15 +39,15 @@ class PlanTrace:
     def __init__(self, tracing: Tracing, prepared: Prepared) -> None:
         from opentelemetry import trace
 
-        plan = prepared.plan
         self._tracing = tracing
-        self._span = tracing.start('execute_plan', {
-            f'{PLAN}.steps': len(plan.steps), f'{PLAN}.waves': max(prepared.waves, default=-1) + 1,
-            f'{PLAN}.dialect': plan.dialect,
-        })
+        self._span = tracing.start('execute_plan', _plan_attributes(prepared))
         self._context = trace.set_span_in_context(self._span)
         self._open: dict[int, Span] = {}
         """The spans of the steps that started and have not settled, by position."""
+
+    def describe(self, prepared: Prepared) -> None:
+        """The whole plan has arrived (a plan whose steps started while it was written): say what it is."""
+        self._span.set_attributes(_plan_attributes(prepared))
 
     async def step(self, record: StepRecord, run_step: Callable[[int], Awaitable[None]]) -> None:
         """Run the step of `record` (`run_step(index)`) inside its span."""
@@ -101,3 +101,9 @@ class PlanTrace:
             span.set_attribute(f'{STEP}.error', self._tracing.cut(error))
             if status in ('failed', 'cancelled'):
                 self._tracing.failed(span, status, error)
+
+
+def _plan_attributes(prepared: Prepared) -> dict[str, Any]:
+    plan = prepared.plan
+    return {f'{PLAN}.steps': len(plan.steps), f'{PLAN}.waves': max(prepared.waves, default=-1) + 1,
+            f'{PLAN}.dialect': plan.dialect}

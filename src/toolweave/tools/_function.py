@@ -97,6 +97,8 @@ class FunctionTool(Tool, Generic[P, R]):
         return_direct: bool = False,
         requires_approval: bool = False,
         category: str | None = None,
+        read_only: bool | None = None,
+        idempotent: bool | None = None,
         metadata: ToolMetadata | None = None,
     ) -> None:
         if isinstance(fn, staticmethod | classmethod):
@@ -117,7 +119,7 @@ class FunctionTool(Tool, Generic[P, R]):
         schema = callable_schema(fn, where=qualname)
         if metadata is None:
             metadata = ToolMetadata(return_direct=return_direct, requires_approval=requires_approval,
-                                    category=category)
+                                    category=category, read_only=read_only, idempotent=idempotent)
         self._fn = fn
         self._schema: CallableSchema = schema
         self._definition = ToolDefinition(tool_name, schema.description if description is None else description,
@@ -212,6 +214,8 @@ def tool(
     return_direct: bool = False,
     requires_approval: bool = False,
     category: str | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 def tool(
     fn: Callable[P, R] | None = None,
@@ -222,6 +226,8 @@ def tool(
     return_direct: bool = False,
     requires_approval: bool = False,
     category: str | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Turn a typed function or method (sync or async) into a tool; it stays callable as before.
 
@@ -232,6 +238,10 @@ def tool(
         return_direct: The tool's output is the agent's final answer.
         requires_approval: A review handler must approve each call.
         category: A grouping label for progressive disclosure.
+        read_only: The tool changes nothing outside itself: a plan step calling it may start while the model is
+            still writing the plan (`Agent(eager_plans=True)`), and runs again after a crash without asking.
+        idempotent: Calling it twice with the same arguments has no further effect: a durable plan runs it again
+            after a crash without asking.
 
     A parameter typed `ToolCallContext` (at any position) receives the call context and is hidden from the
     model. Methods work through an instance (`obj.method` is a tool bound to `obj`; see `tools_from`).
@@ -253,7 +263,8 @@ def tool(
 
     def decorate(function: Callable[P, R]) -> FunctionTool[P, R]:
         return FunctionTool(function, name=name, description=description, return_direct=return_direct,
-                            requires_approval=requires_approval, category=category)
+                            requires_approval=requires_approval, category=category, read_only=read_only,
+                            idempotent=idempotent)
 
     return decorate
 
