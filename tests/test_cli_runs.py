@@ -105,3 +105,23 @@ def test_runs_show_approve_resume(setup: tuple[Path, str], tmp_path: Path) -> No
 def test_a_store_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> None:
     result = invoke('runs', 'list', '--store', f'sqlite:///{tmp_path}/no/such/dir.db')
     assert result.exit_code == 2 and 'Cannot open plan store' in result.output
+
+
+def test_review_park_parks_the_gated_steps_for_runs_approve(setup: tuple[Path, str]) -> None:
+    plan, store = setup
+    result = invoke('run', str(plan), '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--run-id', 'k1',
+                    '--review', 'park')
+    text = ' '.join(result.output.replace('│', ' ').split())
+    assert 'parked by `toolweave run --review park`' in text and '1 parked' in text
+    data = json.loads(invoke('runs', 'show', 'k1', '--store', store, '--json').output)
+    assert [(s['id'], s['status']) for s in data['steps']] == [('who', 'succeeded'), ('mail', 'parked'),
+                                                              ('log', 'pending')]
+    assert invoke('runs', 'approve', 'k1', 'mail', '--store', store).exit_code == 0
+    resumed = invoke('runs', 'resume', 'k1', '--tools', 'cli_runs_tools:TOOLS', '--store', store)
+    assert resumed.exit_code == 0 and 'Run k1: 3/3 succeeded' in resumed.output
+
+
+def test_review_park_without_a_store_is_bad_input(setup: tuple[Path, str]) -> None:
+    plan, _ = setup
+    result = CliRunner().invoke(app, ['run', str(plan), '--tools', 'cli_runs_tools:TOOLS', '--review', 'park'])
+    assert result.exit_code == 2 and 'parked steps wait in a plan store' in ' '.join(result.output.split())

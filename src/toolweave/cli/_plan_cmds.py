@@ -32,8 +32,8 @@ from toolweave.approval import (
 )
 from toolweave.cli._app import app
 from toolweave.cli._common import ToolsOption, load_tools
-from toolweave.cli._render import LiveSteps, format_event, render_report
-from toolweave.exceptions import PlanStoreError, PlanValidationError, ToolweaveError
+from toolweave.cli._render import LiveSteps, count, format_event, render_report
+from toolweave.exceptions import ApprovalPending, PlanStoreError, PlanValidationError, ToolweaveError
 from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
 from toolweave.plan.workers import DEFAULT_QUEUE
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
@@ -88,7 +88,7 @@ def _fail_invalid(console: Console, problems: list[str], *, as_json: bool) -> No
     if as_json:
         typer.echo(json.dumps({'valid': False, 'problems': problems}, indent=2))
     else:
-        console.print(Text(f'Plan is invalid ({_count(len(problems), "problem")}):',
+        console.print(Text(f'Plan is invalid ({count(len(problems), "problem")}):',
                            style='bold red'))
         listing = Table.grid(padding=(0, 1))
         listing.add_column(no_wrap=True)
@@ -126,14 +126,10 @@ def validate_command(plan_file: PlanArgument, tools: ToolsOption, json_output: J
     if json_output:
         typer.echo(json.dumps({'valid': True, 'steps': len(plan.steps), 'waves': [list(w) for w in waves]}, indent=2))
         return
-    console.print(Text(f'Plan is valid: {_count(len(plan.steps), "step")}, {_count(len(waves), "wave")}',
+    console.print(Text(f'Plan is valid: {count(len(plan.steps), "step")}, {count(len(waves), "wave")}',
                        style='bold green'))
     for index, wave in enumerate(waves):
         console.print(Text(f'  wave {index}: {", ".join(wave)}'))
-
-
-def _count(n: int, noun: str) -> str:
-    return f'{n} {noun}' if n == 1 else f'{n} {noun}s'
 
 
 def _waves(plan: Plan, toolset: Toolset) -> tuple[tuple[str, ...], ...]:
@@ -164,6 +160,7 @@ class Review(enum.StrEnum):
     plan = 'plan'
     approve = 'approve'
     reject = 'reject'
+    park = 'park'
 
 
 class _RejectAll:
@@ -174,12 +171,19 @@ class _RejectAll:
         return PlanReviewDecision.reject('rejected by `toolweave run --review reject`')
 
 
+class _ParkAll:
+    async def review(self, request: ReviewRequest) -> ReviewDecision:
+        raise ApprovalPending('parked by `toolweave run --review park`')
+
+
 def _review_handler(review: Review) -> ReviewHandler:
 
     if review is Review.approve:
         return AutoApproveHandler()
     if review is Review.reject:
         return _RejectAll()
+    if review is Review.park:
+        return _ParkAll()
     return ConsoleReviewHandler()  # prompts on stderr, so `--json` output on stdout stays clean
 
 
@@ -196,7 +200,8 @@ def run_command(
     review: Annotated[Review, typer.Option('--review', case_sensitive=False,
                                            help='Steps whose tool requires approval: ask at the terminal as each is '
                                                 'ready (ask), show the whole plan at the terminal once before '
-                                                'anything runs (plan), approve them all, or reject them all.')
+                                                'anything runs (plan), approve them all, reject them all, or park '
+                                                'them all for `toolweave runs approve` (park, needs --store).')
                       ] = Review.ask,
     store: Annotated[str | None, typer.Option('--store', metavar='URL', help='Run durably in this plan store '
                                               '(sqlite:///runs.db, a file path, or postgresql://...): `toolweave runs '
@@ -214,6 +219,9 @@ def run_command(
         raise typer.BadParameter('the worker queue lives in the store database: give --store too',
                                  param_hint='--workers')
 
+    if review is Review.park and store is None:
+        raise typer.BadParameter('parked steps wait in a plan store: add --store URL (e.g. --store '
+                                 'sqlite:///runs.db), or choose another --review', param_hint='--review park')
     console = _console()
     toolset = load_tools(tools)
     plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)

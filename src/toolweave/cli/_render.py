@@ -327,16 +327,23 @@ def render_summary(run: PlanRun, *, title: str = 'What the model sees') -> Rende
     return Panel(Text(text), title=title, title_align='left', border_style='blue', expand=True)
 
 
+def count(n: int, noun: str) -> str:
+    """`1 step`, `2 steps`."""
+    return f'{n} {noun}' if n == 1 else f'{n} {noun}s'
+
+
 def render_totals(run: PlanRun) -> RenderableType:
     """Counts, wall time and how much parallelism saved, on one line."""
     text = Text()
-    text.append(f'{run.total} steps in {len(run.waves)} waves: ', style='bold')
+    text.append(f'{count(run.total, "step")} in {count(len(run.waves), "wave")}: ', style='bold')
     parts: list[tuple[str, int, str]] = [
         ('succeeded', run.succeeded, 'green'), ('failed', run.failed, 'red'),
         ('skipped', run.skipped, 'magenta'), ('cancelled', run.cancelled, 'bright_red'),
     ]
-    for index, (label, count, style) in enumerate(parts):
-        text.append(f'{count} {label}', style=style if count else 'dim')
+    if run.parked:  # only a run that waits for decisions has any: the usual line stays as it was
+        parts.append(('parked', run.parked, 'cyan'))
+    for index, (label, n, style) in enumerate(parts):
+        text.append(f'{n} {label}', style=style if n else 'dim')
         text.append(', ' if index < len(parts) - 1 else '')
     busy = sum(s.duration or 0.0 for s in run.steps)
     text.append(f' · wall {format_duration(run.duration)}')
