@@ -12,11 +12,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from toolweave import Agent, ModelError, UserError, tool
-from toolweave.agent import AgentEvent, EmptyAnswer, TextDelta, ToolCallDelta, ToolCallFinished
+from toolweave.agent import AgentEvent, EmptyAnswer, PlanStepStarted, TextDelta, ToolCallDelta, ToolCallFinished
 from toolweave.models import ModelSettings, OpenAIChatModel, RetryPolicy, UserMessage
 
 from .strict_server import Script, StrictServer, serve
@@ -295,3 +296,54 @@ async def test_an_httpx_client_streams_event_by_event(strict: Start) -> None:
     texts = [e for e in events if isinstance(e, TextDelta)]
     assert ''.join(e.text for e in texts) == result.output == 'One, two, three, four.'
     assert texts[-1].time - texts[0].time >= 0.03 * (len(texts) - 1) * 0.9  # not all at the end
+
+
+# --- eager plans over the wire --------------------------------------------------------------------------------------
+
+@tool(read_only=True)
+async def forecast(city: str) -> str:
+    """Tomorrow's forecast for a city (read-only)."""
+    return f'{city}: sunny'
+
+
+EAGER_PLAN = {'steps': [{'id': 'oslo', 'tool': 'forecast', 'arguments': {'city': 'Oslo'}},
+                        {'id': 'rome', 'tool': 'forecast', 'arguments': {'city': 'Rome'}},
+                        {'id': 'lima', 'tool': 'forecast', 'arguments': {'city': 'Lima'}}],
+              'output_steps': ['oslo', 'rome', 'lima']}
+
+
+async def test_plan_steps_start_while_the_server_streams_the_plan(strict: Start, model: Connect) -> None:
+    server = strict([{'tool': 'execute_tool_plan', 'arguments': EAGER_PLAN}, 'All sunny.'], chunk_delay=0.01)
+    agent = Agent(model(server), tools=[forecast], tool_planning=True, eager_plans=True)
+
+    events, result = await collect(agent, 'Forecasts?')
+
+    last_piece = max(i for i, e in enumerate(events) if isinstance(e, ToolCallDelta))
+    started = {e.step.id: i for i, e in enumerate(events) if isinstance(e, PlanStepStarted)}
+    assert started['oslo'] < last_piece and started['rome'] < last_piece  # before the server finished the plan
+    assert result.plan_runs[0].eager == ('oslo', 'rome', 'lima') and result.output == 'All sunny.'
+    assert all(r['stream'] is True for r in server.requests)
+
+
+async def test_a_stream_that_breaks_off_mid_plan_cancels_the_steps_that_started(strict: Start,
+                                                                               model: Connect) -> None:
+    cancelled: list[str] = []
+
+    @tool(read_only=True)
+    async def slow(city: str) -> str:
+        """A slow read-only lookup."""
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(city)
+            raise
+        return city
+
+    plan = {'steps': [{'id': 'a', 'tool': 'slow', 'arguments': {'city': 'Oslo'}},
+                      {'id': 'b', 'tool': 'slow', 'arguments': {'city': 'Rome'}},
+                      {'id': 'c', 'tool': 'slow', 'arguments': {'city': 'Lima'}}]}
+    server = strict([{'tool': 'execute_tool_plan', 'arguments': plan}], chunk_delay=0.005, cut_at=30)
+    agent = Agent(model(server), tools=[slow], tool_planning=True, eager_plans=True)
+    with anyio.fail_after(10), pytest.raises(ModelError, match='broke off the stream'):
+        await agent.run('Lookups?')
+    assert cancelled and 'Lima' not in cancelled  # they had started early; the stream broke off, so they stopped
