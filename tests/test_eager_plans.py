@@ -79,7 +79,9 @@ PLAN = {'steps': [{'id': 'a', 'tool': 'lookup', 'arguments': {'key': 'a'}},
         'output_steps': ['both', 'w', 'c']}
 
 
-async def test_read_only_steps_start_while_the_plan_streams_and_the_result_is_the_whole_plans() -> None:
+@pytest.mark.parametrize('anyio_backend', ['asyncio', 'trio'])
+async def test_read_only_steps_start_while_the_plan_streams_and_the_result_is_the_whole_plans(
+        anyio_backend: str) -> None:
     log = Log()
     eager = await agent(PLAN, log).run('go', on_event=log.event)
     last = log.last_delta()
