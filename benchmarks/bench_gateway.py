@@ -45,7 +45,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from toolweave.mcp import McpGateway
+from benchmarks._tool_search import CATALOG
+from toolweave.mcp import McpGateway, McpTool, McpToolset
 from toolweave.testing._models import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = ('main',)
@@ -53,7 +54,10 @@ __all__ = ('main',)
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / 'results' / 'gateway.json'
 BIN = Path(sys.executable).parent
-EVERYTHING = ROOT / '.mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js'
+NPM_PREFIXES = [Path(p) for p in (os.environ.get('TOOLWEAVE_MCP_NPM_PREFIX'),) if p] + [ROOT / '.mcp-npm',
+                                                                                       ROOT / '.mcp-npm-extra']
+"""Where the npm servers are looked for (`npm install --prefix .mcp-npm-extra @modelcontextprotocol/<server>`)."""
+SERVERS = ('time', 'git', 'everything', 'filesystem')
 ECHO = [sys.executable, '-m', 'benchmarks._mcp_echo']
 GOAL = 0.10
 
@@ -66,9 +70,21 @@ def _servers(repo: str) -> dict[str, Any]:
         servers['time'] = {'command': time_server, 'args': ['--local-timezone', 'UTC']}
     if git_server:
         servers['git'] = {'command': git_server, 'args': ['--repository', repo]}
-    if node and EVERYTHING.is_file():
-        servers['everything'] = {'command': node, 'args': [str(EVERYTHING), 'stdio']}
+    everything, filesystem = npm_server('server-everything'), npm_server('server-filesystem')
+    if node and everything:
+        servers['everything'] = {'command': node, 'args': [str(everything), 'stdio']}
+    if node and filesystem:
+        servers['filesystem'] = {'command': node, 'args': [str(filesystem), repo]}
     return servers
+
+
+def npm_server(package: str) -> Path | None:
+    """The entry point of `@modelcontextprotocol/<package>` in the first npm prefix that has it, or `None`."""
+    for prefix in NPM_PREFIXES:
+        path = prefix / 'node_modules/@modelcontextprotocol' / package / 'dist/index.js'
+        if path.is_file():
+            return path
+    return None
 
 
 def _model_view(tools: Sequence[Any]) -> str:
@@ -106,7 +122,7 @@ async def _tokens(logs: str) -> dict[str, Any]:
     per_server = {name: _count([t for t in upstream if origin[t.name] == name]) for name in servers}
     tools_mode, search_mode, upstream_only, pair_only = _count(full), _count(search), _count(upstream), _count(pair)
     return {
-        'servers': list(servers), 'missing': [s for s in ('time', 'git', 'everything') if s not in servers],
+        'servers': list(servers), 'missing': [s for s in SERVERS if s not in servers],
         'per_server': per_server, 'tools_mode': tools_mode, 'search_mode': search_mode,
         'upstream_only': upstream_only, 'search_pair_only': pair_only,
         'ratio_model': search_mode['model_tokens'] / tools_mode['model_tokens'],
@@ -115,6 +131,46 @@ async def _tokens(logs: str) -> dict[str, Any]:
         'instructions_tokens': {'tools': estimate_tokens(full_instructions),
                                 'search': estimate_tokens(search_instructions)},
     }
+
+
+def _versions() -> dict[str, str]:
+    """The installed version of each server's package."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for server, package in (('time', 'mcp-server-time'), ('git', 'mcp-server-git')):
+        try:
+            found[server] = f'{package} {version(package)}'
+        except PackageNotFoundError:
+            pass
+    for server in ('everything', 'filesystem'):
+        entry = npm_server(f'server-{server}')
+        if entry is not None:
+            data = json.loads((entry.parent.parent / 'package.json').read_text(encoding='utf-8'))
+            found[server] = f'{data["name"]} {data["version"]}'
+    return found
+
+
+async def _dump_catalog(path: Path) -> int:
+    """Write the tools the four servers list (asked directly by the SDK client) as the search fixture."""
+    with tempfile.TemporaryDirectory() as repo:
+        await anyio.run_process(['git', 'init', '-q', repo])
+        servers = _servers(repo)
+        missing = [s for s in SERVERS if s not in servers]
+        if missing:
+            raise SystemExit(f'Cannot dump the catalog: {", ".join(missing)} not installed (see the module docstring)')
+        entries = []
+        with open(os.devnull, 'w') as quiet:
+            for name, entry in servers.items():
+                async with McpToolset.stdio(entry['command'], entry['args'], errlog=quiet) as toolset:
+                    listed = [tool.mcp_definition for tool in toolset.tools if isinstance(tool, McpTool)]
+                entries += [{'server': name, 'tool': t.model_dump(by_alias=True, exclude_none=True, mode='json')}
+                            for t in listed]
+    data = {'about': 'The tools four real MCP servers list (tools/list, asked directly); written by '
+                     '`python -m benchmarks.bench_gateway --dump-catalog`.',
+            'servers': _versions(), 'tools': entries}
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+    return len(entries)
 
 
 async def _time_calls(client: Client, calls: int) -> tuple[list[float], float]:
@@ -215,7 +271,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--calls', type=int, default=None, help='calls per path per round (default 100)')
     parser.add_argument('--rounds', type=int, default=None, help='rounds (default 10)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
+    parser.add_argument('--dump-catalog', action='store_true',
+                        help=f'write the live servers\' tools to {CATALOG.relative_to(ROOT)} and stop')
     args = parser.parse_args(argv)
+    if args.dump_catalog:
+        count = anyio.run(_dump_catalog, CATALOG)
+        print(f'wrote {count} tools to {CATALOG}')
+        return {'catalog': str(CATALOG), 'tools': count}
     calls = args.calls or (10 if args.quick else 100)
     rounds = args.rounds or (2 if args.quick else 10)
     if calls < 1 or rounds < 1:
