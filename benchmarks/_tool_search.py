@@ -27,7 +27,7 @@ from toolweave.mcp._content import definition_of
 from toolweave.tools import ToolDefinition
 
 __all__ = ('CATALOG', 'QUERIES', 'Query', 'Ranking', 'catalog', 'catalog_entries', 'evaluate', 'queries',
-           'word_match')
+           'word_match', 'word_match_result')
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 CATALOG = FIXTURES / 'gateway_catalog.json'
@@ -120,3 +120,16 @@ def word_match(query: str, definitions: Sequence[ToolDefinition], limit: int) ->
 
 def _matches(word: str, words: Iterable[str]) -> int:
     return sum(1 for candidate in words if candidate.startswith(word))
+
+
+def word_match_result(query: str, definitions: Sequence[ToolDefinition]) -> str:
+    """The text `search_tools` answered before BM25: the first 8 word matches as name, server and the first
+    paragraph of the description (160 characters at most), no schemas (a `describe_tools` turn gave them)."""
+    rows = [{'name': d.name, 'server': d.metadata.extra.get('mcp_server'), 'description': _summary(d.description)}
+            for d in word_match(query, definitions, 8)]
+    return json.dumps({'tools': rows}, ensure_ascii=False)
+
+
+def _summary(description: str, limit: int = 160) -> str:
+    first = description.strip().split('\n\n')[0].replace('\n', ' ')
+    return first if len(first) <= limit else first[:limit - 3].rstrip() + '...'
