@@ -32,8 +32,8 @@ Wall times on a shared machine swing with its load, so CPU time per call is repo
 moves: this process's (client, plus the whole gateway for the in-process path) and, for the stdio path, the
 gateway process's (from /proc). The in-process path's CPU minus direct's is the gateway's own work per call.
 
-Run: `python -m benchmarks.bench_gateway [--quick] [--calls N] [--rounds N] [--output PATH]` (about 30 s;
-`--quick` about 15 s; the search and token parts are the same in both). `--dump-catalog` rewrites the fixture
+Run: `python -m benchmarks.bench_gateway [--quick] [--calls N] [--rounds N] [--output PATH]` (about a minute
+on the shared machine; `--quick` about 40 s; the search and token parts are the same in both). `--dump-catalog` rewrites the fixture
 from the installed servers instead. Writes `benchmarks/results/gateway.json`.
 """
 
@@ -197,7 +197,7 @@ async def _tokens(logs: str) -> dict[str, Any]:
             'now_input_vs_tools_mode': now['input_until_plan'] / with_instructions['tools'],
             'before_input_vs_tools_mode': before['input_until_plan'] / with_instructions['tools']})
     return {
-        'servers': list(servers), 'missing': [s for s in SERVERS if s not in servers],
+        'servers': list(servers), 'versions': _versions(), 'missing': [s for s in SERVERS if s not in servers],
         'per_server': per_server, 'tools_mode': tools_count, 'search_mode': search_count,
         'upstream_only': _count(upstream), 'search_pair_only': _count(pair),
         'ratio_model': search_count['model_tokens'] / tools_count['model_tokens'],
@@ -337,7 +337,7 @@ def _print_search(quality: dict[str, Any]) -> None:
 
 
 def _print_tokens(tokens: dict[str, Any]) -> None:
-    print(f'\nTool-definition tokens (ceil(chars/{CHARS_PER_TOKEN})), servers: {", ".join(tokens["servers"])}'
+    print(f'\nTool-definition tokens (ceil(chars/{CHARS_PER_TOKEN})), servers: {", ".join(tokens["versions"].values())}'
           + (f' (missing: {", ".join(tokens["missing"])})' if tokens['missing'] else ''))
     print(f'{"listing":<36} {"tools":>6} {"model view":>11} {"wire view":>10} {"+ instructions":>15}')
     both = tokens['listing_and_instructions']
