@@ -33,7 +33,7 @@ moves: this process's (client, plus the whole gateway for the in-process path) a
 gateway process's (from /proc). The in-process path's CPU minus direct's is the gateway's own work per call.
 
 Run: `python -m benchmarks.bench_gateway [--quick] [--calls N] [--rounds N] [--output PATH]` (about a minute
-on the shared machine; `--quick` about 40 s; the search and token parts are the same in both).
+on the shared machine; `--quick` 15–40 s, with its load; the search and token parts are the same in both).
 `--dump-catalog` rewrites the fixture from the installed servers instead. Writes `benchmarks/results/gateway.json`.
 """
 
