@@ -60,10 +60,15 @@ _STOP_WORDS = frozenset({'a', 'an', 'and', 'are', 'as', 'at', 'be', 'by', 'can',
                          'with', 'you', 'your'})
 
 
+_MISSING = 'search_tools needs `bm25s` and `PyStemmer`: `pip install "toolweave[mcp]"`'
+
+
 @lru_cache(maxsize=1)
 def _stemmer() -> Any:
-    import Stemmer
-
+    try:
+        import Stemmer
+    except ImportError as exc:  # pragma: no cover - the mcp extra installs it
+        raise ImportError(_MISSING) from exc
     return Stemmer.Stemmer('english')
 
 
@@ -114,9 +119,8 @@ class ToolIndex:
             try:
                 import bm25s
             except ImportError as exc:  # pragma: no cover - the mcp extra installs it
-                raise ImportError('search_tools needs `bm25s` and `PyStemmer`: '
-                                  '`pip install "toolweave[mcp]"`') from exc
-            self._retriever = bm25s.BM25()
+                raise ImportError(_MISSING) from exc
+            self._retriever = bm25s.BM25()  # Lucene's BM25: k1 1.5, b 0.75
             # A tool without words still gets a document, so positions stay aligned with the definitions.
             self._retriever.index([_document(d) or [''] for d in self.definitions], show_progress=False)
 
@@ -136,11 +140,11 @@ class ToolIndex:
         if related:
             extra = self._scores(sorted(related))
             scores = [score + RELATED_WEIGHT * more for score, more in zip(scores, extra, strict=True)]
-        exact = query.strip().lower()
-        ranked = sorted((index for index, score in enumerate(scores) if score > 0),
-                        key=lambda index: (self.definitions[index].name.lower() != exact, -scores[index], index))
-        if not ranked and any(d.name.lower() == exact for d in self.definitions):
-            ranked = [next(i for i, d in enumerate(self.definitions) if d.name.lower() == exact)]
+        ranked = sorted((index for index, score in enumerate(scores) if score > 0), key=lambda i: (-scores[i], i))
+        named = query.strip().lower()
+        exact = next((i for i, d in enumerate(self.definitions) if d.name.lower() == named), None)
+        if exact is not None:
+            ranked = [exact, *(index for index in ranked if index != exact)]
         return [self.definitions[index] for index in ranked[:limit]]
 
     def _scores(self, words: list[str]) -> list[float]:
