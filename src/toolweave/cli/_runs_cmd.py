@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolweave.approval import ReviewDecision
-from toolweave.cli._app import app
+from toolweave.cli._app import CommandGroup, app
 from toolweave.cli._common import ToolsOption, load_tools
 from toolweave.cli._render import STATUS_STYLES
 from toolweave.exceptions import DecisionError, PlanStoreError, PlanValidationError, RunInUseError, UnknownRunError
@@ -26,7 +26,7 @@ from toolweave.plan.durable import PlanStore, Transition, decide_sync, open_stor
 __all__ = ('runs_app',)
 
 runs_app = typer.Typer(name='runs', help='Stored plan runs: list them, show one, resume one, decide a parked step.',
-                       no_args_is_help=True)
+                       cls=CommandGroup, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(runs_app)
 
 StoreOption = Annotated[str, typer.Option('--store', envvar='TOOLWEAVE_STORE', metavar='URL',
