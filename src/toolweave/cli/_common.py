@@ -15,10 +15,11 @@ import anyio
 import typer
 
 from toolweave.exceptions import UserError
+from toolweave.plan import PlanRun
 from toolweave.tools import Tool, Toolset
 
 __all__ = ('DEFAULT_STORE', 'STORE_ENV', 'TOOLS_HELP', 'ExitCode', 'StoreOption', 'ToolsOption', 'load_object',
-           'load_tools')
+           'load_tools', 'run_exit_code')
 
 
 class ExitCode(enum.IntEnum):
@@ -37,6 +38,15 @@ class ExitCode(enum.IntEnum):
     `toolweave runs resume`."""
     INTERRUPTED = 130
     """Stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+
+
+def run_exit_code(run: PlanRun) -> ExitCode:
+    """0 when every step succeeded; 3 when nothing failed but steps wait for a decision; 1 otherwise."""
+    if run.ok:
+        return ExitCode.OK
+    if run.suspended and not run.failed and not run.cancelled:
+        return ExitCode.WAITING
+    return ExitCode.FAILED
 
 
 STORE_ENV = 'TOOLWEAVE_STORE'

@@ -32,7 +32,7 @@ from toolweave.approval import (
     ReviewRequest,
 )
 from toolweave.cli._app import app
-from toolweave.cli._common import STORE_ENV, ExitCode, ToolsOption, load_tools
+from toolweave.cli._common import STORE_ENV, ExitCode, ToolsOption, load_tools, run_exit_code
 from toolweave.cli._logs import show_library_warnings
 from toolweave.cli._render import STATUS_LABELS, LiveSteps, count, format_event, render_report
 from toolweave.exceptions import (
@@ -47,7 +47,7 @@ from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
 from toolweave.plan.workers import DEFAULT_QUEUE
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
-__all__ = ('load_plan_file', 'run_command', 'run_exit_code', 'validate_command')
+__all__ = ('load_plan_file', 'run_command', 'validate_command')
 
 PlanArgument = Annotated[
     Path,
@@ -287,15 +287,6 @@ def run_command(
     if run.run_id is not None and not json_output:
         console.print(Text(_stored_line(run, store, tools), style='bold'), soft_wrap=True)
     raise typer.Exit(run_exit_code(run))
-
-
-def run_exit_code(run: PlanRun) -> ExitCode:
-    """0 when every step succeeded; 3 when nothing failed but steps wait for a decision; 1 otherwise."""
-    if run.ok:
-        return ExitCode.OK
-    if run.suspended and not run.failed and not run.cancelled:
-        return ExitCode.WAITING
-    return ExitCode.FAILED
 
 
 def _stored_line(run: PlanRun, store: str | None, tools: str) -> str:
