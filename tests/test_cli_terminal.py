@@ -14,9 +14,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pexpect
 import pytest
-
-pexpect = pytest.importorskip('pexpect')
 
 TOOLWEAVE = str(Path(sys.executable).with_name('toolweave'))
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]|\r')
@@ -77,19 +76,19 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def spawn(folder: Path, *args: str, **env: str) -> pexpect.spawn:
+def spawn(folder: Path, *args: str, **env: str) -> pexpect.spawn[str]:
     environment = {k: v for k, v in os.environ.items() if k != 'TOOLWEAVE_STORE'}
     environment.update({'COLUMNS': '120', 'LINES': '40', 'TERM': 'xterm', **env})
     return pexpect.spawn(TOOLWEAVE, list(args), cwd=str(folder), env=environment, encoding='utf-8', timeout=60,
                          dimensions=(40, 120))
 
 
-def finish(child: pexpect.spawn) -> tuple[str, int]:
+def finish(child: pexpect.spawn[str]) -> tuple[str, int]:
     """Everything the child prints until it exits, without escape codes, and its exit status."""
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus is not None, f'killed by signal {child.signalstatus}'
-    return ANSI.sub('', child.before), child.exitstatus
+    return ANSI.sub('', str(child.before)), child.exitstatus
 
 
 def calls(folder: Path) -> list[str]:

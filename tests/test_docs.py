@@ -72,7 +72,8 @@ def test_fences_run_alone_or_after_the_block_they_continue(doc: Path, monkeypatc
     namespaces: dict[int, dict[str, object]] = {}  # by fence: the namespace it ran in (shared along a chain)
     for fence in fences(doc):
         continued = fence.continues
-        namespace = namespaces[continued] if continued is not None else {'__name__': f'doc_{doc.stem}_{fence.index}'}
+        fresh: dict[str, object] = {'__name__': f'doc_{doc.stem}_{fence.index}'}
+        namespace = namespaces[continued] if continued is not None else fresh
         namespaces[fence.index] = namespace
         run_fence(fence, namespace)
 
