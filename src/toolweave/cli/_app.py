@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from toolweave._version import __version__
+import toolweave
 
 __all__ = ('CommandGroup', 'app')
 
@@ -36,7 +36,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f'toolweave {__version__}')
+        typer.echo(f'toolweave {toolweave.__version__}')
         raise typer.Exit()
 
 
@@ -60,4 +60,4 @@ import toolweave.cli._gateway_cmd  # noqa: E402
 import toolweave.cli._plan_cmds  # noqa: E402
 import toolweave.cli._runs_cmd  # noqa: E402
 import toolweave.cli._tools_cmd  # noqa: E402
-import toolweave.cli._worker_cmd  # noqa: E402, F401
+import toolweave.cli._worker_cmd  # noqa: E402
