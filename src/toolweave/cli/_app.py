@@ -1,11 +1,10 @@
 from __future__ import annotations
 
+from importlib.metadata import version as installed_version
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
-
-import toolweave
 
 __all__ = ('CommandGroup', 'app')
 
@@ -36,7 +35,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f'toolweave {toolweave.__version__}')
+        typer.echo(f"toolweave {installed_version('toolweave')}")  # as toolweave.__version__ reads it
         raise typer.Exit()
 
 
@@ -60,4 +59,4 @@ import toolweave.cli._gateway_cmd  # noqa: E402
 import toolweave.cli._plan_cmds  # noqa: E402
 import toolweave.cli._runs_cmd  # noqa: E402
 import toolweave.cli._tools_cmd  # noqa: E402
-import toolweave.cli._worker_cmd  # noqa: E402
+import toolweave.cli._worker_cmd  # noqa: E402, F401
