@@ -266,7 +266,8 @@ def run_command(
             run = anyio.run(execute)
     except KeyboardInterrupt:
         log.flush()
-        _interrupted(console, view, store=store, run_id=run_id, tools=tools)
+        _interrupted(Console(stderr=True, highlight=False) if json_output else console, view, store=store,
+                     run_id=run_id, tools=tools)  # with --json, stdout keeps nothing but JSON
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     except PlanValidationError as exc:
         _fail_invalid(console, list(exc.problems) or [str(exc)], as_json=json_output)
