@@ -52,7 +52,7 @@ bench: $(STAMP) ## Run every benchmark (prints tables, writes benchmarks/results
 all: lint typecheck test ## Lint, type check and test
 
 .PHONY: dist
-dist: $(STAMP) ## Build the wheel and the sdist into dist/ (install one with: pip install "dist/toolweave-*.whl[cli]")
+dist: $(STAMP) ## Build the wheel and the sdist into dist/ (then: pip install "dist/toolweave-VERSION-py3-none-any.whl[cli]")
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
