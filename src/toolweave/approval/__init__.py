@@ -32,6 +32,7 @@ from toolweave._public import present as _present
 from toolweave.approval._console import ConsoleReviewHandler, console_lock
 from toolweave.approval._gate import (
     current_review_handlers,
+    decide_call,
     preset_review,
     request_approval,
     review_options,
@@ -84,6 +85,7 @@ __all__ = (
     'PlanReviewDecision',
     'PlanReviewHandler',
     'PlanReviewRequest',
+    'decide_call',
     'preset_review',
     'record_approvals',
     'request_approval',

@@ -12,9 +12,10 @@ if TYPE_CHECKING:
 __all__ = ('Condition', 'Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'ReviewMode',
            'StepForms', 'StepStatus')
 
-StepStatus: TypeAlias = Literal['pending', 'running', 'parked', 'succeeded', 'failed', 'skipped', 'cancelled']
-"""Where a step is: not started, running, parked (waiting for a decision; its dependents wait with it), or one of
-the four ends."""
+StepStatus: TypeAlias = Literal['pending', 'reviewing', 'running', 'parked', 'succeeded', 'failed', 'skipped',
+                                'cancelled']
+"""Where a step is: not started, waiting for its reviewer's answer before its tool is called, running, parked
+(waiting for a decision that is not coming now; its dependents wait with it), or one of the four ends."""
 
 ReviewMode: TypeAlias = Literal['per_step', 'whole_plan']
 """How gated plan steps are reviewed: each when it is ready, with its resolved arguments (`per_step`), or all at

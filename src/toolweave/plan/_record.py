@@ -154,8 +154,8 @@ class ItemRecord:
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
-    __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'index', 'is_text',
-                 'items', 'output', 'ref_value', 'started_at', 'status', 'step', 'value')
+    __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'given', 'index',
+                 'is_text', 'items', 'output', 'ref_value', 'started_at', 'status', 'step', 'value')
 
     def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
         self.step = step
@@ -184,6 +184,8 @@ class StepRecord:
         """A `for_each` step's elements, in list order, once its list is known."""
         self.condition_skipped = False
         """Skipped because a `when` condition was false (its own or a dependency's): an outcome, not an error."""
+        self.given: Any = None
+        """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
 
     @property
     def id(self) -> str:
@@ -216,14 +218,22 @@ class StepRecord:
     @property
     def arguments(self) -> Any:
         """The resolved arguments the tool was called with (`None` if it was not called); for a `for_each` step
-        the list of each element's arguments, for a select step the resolved `from` value.
+        the list of each element's arguments, for a select step the resolved `from` value. A reviewer's edit is
+        what the tool ran with, so that is what is shown.
 
         Rebuilt from the plan and the finished steps' values when read rather than kept: a plan of 100k steps
         then holds 100k fewer objects while it runs. The values it reads never change once their steps have
         finished, so every read gives an equal result."""
         if not self.called:
             return None
+        if self.given is not None:
+            return self.given
         return self._graph.arguments(self.index)
+
+    @property
+    def run_started_at(self) -> float:
+        """`time.perf_counter()` when the step's run started (`started_at` and `ended_at` count from it)."""
+        return self._graph.t0
 
     @property
     def duration(self) -> float | None:
@@ -259,6 +269,9 @@ class StepRecord:
 
 class StepGraph(Protocol):
     """What records read from their run: the plan's steps, the dependency graph, and argument resolution."""
+
+    t0: float
+    """`time.perf_counter()` when the run started."""
 
     @property
     def steps(self) -> Sequence[PlanStep]: ...
@@ -312,7 +325,8 @@ class PlanRun:
     """Steps that did not start because a step they depend on is parked."""
 
     def __post_init__(self) -> None:
-        counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0}
+        counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0,
+                  'reviewing': 0}
         benign = 0
         for record in self.steps:
             counts[record.status] += 1
@@ -321,7 +335,7 @@ class PlanRun:
         self.succeeded = counts['succeeded']
         self.failed = counts['failed']
         self.skipped = counts['skipped']
-        self.cancelled = counts['cancelled'] + counts['running']
+        self.cancelled = counts['cancelled'] + counts['running'] + counts['reviewing']
         self.parked = counts['parked']
         self.waiting = counts['pending']
 

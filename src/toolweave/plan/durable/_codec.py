@@ -12,9 +12,9 @@ from typing import Any
 
 from toolweave.approval import ReviewDecision
 from toolweave.exceptions import UserError
-from toolweave.plan._executor import Prefill
+from toolweave.plan._kernel import Prefill
 from toolweave.plan._model import Condition, Plan, PlanStep, StepForms, StepStatus
-from toolweave.plan._record import StepRecord, parse_output
+from toolweave.plan._record import ItemRecord, StepRecord, parse_output
 from toolweave.plan.durable._store import Transition
 
 __all__ = (
@@ -98,10 +98,15 @@ def decision_from(data: Mapping[str, Any]) -> ReviewDecision:
     return ReviewDecision(data['kind'], data.get('revised'), data.get('reason'))
 
 
-def transition_of(record: StepRecord, status: StepStatus, at: float,
-                  detail: Mapping[str, Any] | None) -> Transition:
-    """The transition a record's move to `status` is stored as (a successful step keeps its output once: its
-    value too only when it is not read from the output)."""
+def transition_of(record: StepRecord, status: StepStatus, at: float, detail: Mapping[str, Any] | None,
+                  item: ItemRecord | None = None) -> Transition:
+    """The transition a record's (or its element's) move to `status` is stored as (a successful step keeps its
+    output once: its value too only when it is not read from the output)."""
+    if item is not None:
+        if status == 'succeeded':
+            return Transition(record.id, status, at, None, item.output, dumps(item.value), 0, None, item.index)
+        return Transition(record.id, status, at, item.error, None, None, 0, None if not detail else dumps(detail),
+                          item.index)
     if status == 'succeeded':
         if record.from_output:
             return Transition(record.id, status, at, None, record.output, None,
