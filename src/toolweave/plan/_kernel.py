@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from toolweave.tools import Tool, ToolResult
 
-__all__ = ('Call', 'Extension', 'Prefill', 'Run', 'StepFailed', 'StepParked')
+__all__ = ('DEFAULT_MEMORY_LIMIT', 'Call', 'Extension', 'Prefill', 'Run', 'StepFailed', 'StepParked')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -78,6 +78,9 @@ _AHEAD = 8
 arrives while steps are still waiting sends for the next, so a burst of steps that suspend gets workers a few at
 a time per turn of the event loop, while steps that never suspend, which one worker runs back to back, do not
 start workers that would find nothing left to do."""
+DEFAULT_MEMORY_LIMIT = 256 * 1024 * 1024
+"""Bytes (of JSON) of earlier results that the running steps of one plan may hold copies of at once: a step that
+would go past it waits until others are done (one step alone is bounded by the resolver's `DEFAULT_INPUT_LIMIT`)."""
 _ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 _LIVE = frozenset({'running', 'reviewing'})
 """Statuses of a step (or element) that has been taken up and not ended: cancelled, it counts as started."""
@@ -170,7 +173,8 @@ class Run:
     def __init__(self, prepared: Prepared, *, concurrency: int | None = None, step_timeout: float | None = None,
                  missing_field: MissingField = 'error', context: ToolCallContext = ToolCallContext.EMPTY,
                  extensions: Sequence[Extension] = (), ended: Mapping[int, Prefill] | None = None,
-                 park: Mapping[int, tuple[str, Mapping[str, Any]]] | None = None) -> None:
+                 park: Mapping[int, tuple[str, Mapping[str, Any]]] | None = None,
+                 memory_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
         plan = prepared.plan
         self.prepared = prepared
         """The plan as far as it has arrived (all of it, except in a run made by `open` before `close`)."""
@@ -192,6 +196,12 @@ class Run:
         """Steps to park as soon as they are ready, with why."""
         self.items_ahead: dict[int, Sequence[ItemRecord]] = {}
         """Elements of unfinished `for_each` steps that ended in an earlier run (kept, not run again)."""
+        self.memory_limit = memory_limit
+        self.holding = 0
+        """Bytes of earlier results that running steps hold copies of (see `hold`)."""
+        self.heavy = False
+        """Whether some step's value is an object or an array (before that, nothing is counted)."""
+        self.freed: anyio.Event | None = None
         # The extensions, by hook (only the hooks each one overrides).
         self.extensions = tuple(extensions)
         self.on_transition = [e.transition for e in extensions if _overrides(e, 'transition')]
@@ -327,17 +337,22 @@ class Run:
             if kind is not None and await self.run_kind(index, kind):
                 return
         record = self.records[index]
+        held = 0
         try:
+            if self.heavy:  # some step's value is an object or an array: what this one copies counts
+                held = await self.hold(index)
             arguments = self.inputs(index)
             record.called = True
             result = await self.call(record, None, arguments)
             if result.error is not None:
                 raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
             try:
-                (record.output, record.value, record.ref_value, record.is_text,
-                 record.from_output) = step_result(result)
+                (record.output, record.value, record.ref_value, record.is_text, record.from_output,
+                 record.size) = step_result(result)
             except ValueError as exc:
                 raise StepFailed(str(exc)) from None
+            if record.size:
+                self.heavy = True
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
@@ -347,6 +362,33 @@ class Run:
         else:
             self.transition(record, 'succeeded')
             self.release(index, ok=True)
+        finally:
+            if held:
+                self.let_go(held)
+
+    async def hold(self, index: int) -> int:
+        """Count what step `index`'s references will copy (its dependencies' values, each whole) against the
+        run's memory for copied inputs, waiting while steps already holding copies leave too little: so a plan
+        cannot make the process hold more than `memory_limit` bytes of copies at once (beyond one step's, which
+        the resolver bounds). Returns what it holds, for `let_go`."""
+        records = self.records
+        need = 0
+        for dep in self.deps[index]:
+            need += records[dep].size
+        if not need:
+            return 0
+        while self.holding and self.holding + need > self.memory_limit:
+            if self.freed is None:
+                self.freed = anyio.Event()
+            await self.freed.wait()
+        self.holding += need
+        return need
+
+    def let_go(self, held: int) -> None:
+        self.holding -= held
+        if self.freed is not None:
+            self.freed.set()
+            self.freed = None
 
     def inputs(self, index: int) -> Any:
         given = self.steps[index].arguments
@@ -494,8 +536,7 @@ class Run:
         except ExpressionError as exc:
             raise StepFailed(f'select of step {self.steps[index].id!r} failed: {exc}') from None
 
-    @staticmethod
-    def record_value(record: StepRecord, value: Any) -> None:
+    def record_value(self, record: StepRecord, value: Any) -> None:
         """Record JSON data computed by the plan itself (a selection, a `for_each` list) as the step's value."""
         try:
             data = jsonable(value)
@@ -505,6 +546,9 @@ class Run:
         record.value = record.ref_value = data
         record.is_text = False
         record.from_output = True  # the output is the value's JSON: the summary shows the value as it is
+        if isinstance(data, (dict, list)):
+            record.size = len(record.output)
+            self.heavy = True
 
     async def run_items(self, index: int, kind: StepKind) -> None:
         """Call the step's tool once per element of its list, concurrently (at most `concurrency` at once); the
@@ -639,6 +683,9 @@ class Run:
             record.status, record.output, record.ref_value, record.is_text, record.from_output, record.error = (
                 fill.status, fill.output, fill.value, fill.is_text, fill.from_output, fill.error)
             record.value = fill.value
+            if isinstance(fill.value, (dict, list)):
+                record.size = len(compact(fill.value))
+                self.heavy = True
             record.called = fill.status == 'succeeded'
             record.given = fill.arguments
             if fill.items is not None:

@@ -221,6 +221,10 @@ class PlanTool(Tool):
         try:
             run = await self._run(parsed, context, earlier, name, streamed)
         except PlanValidationError as exc:
+            if isinstance(exc.ran, PlanRun):  # steps started while the plan was written: say what they did
+                text = (f'{_render_problems(exc.problems, ran=True)}\nThese steps ran while the plan was being '
+                        f'written (they are read-only; their results stand): {exc.ran.summary}')
+                return ToolResult('', text, exc.ran, True, is_artifact=False)
             return ToolResult.failure(_render_problems(exc.problems))
         except (ToolConfigurationError, ControlFlowSignal):
             raise
@@ -296,10 +300,11 @@ def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
     return None
 
 
-def _render_problems(problems: list[str]) -> str:
+def _render_problems(problems: list[str], *, ran: bool = False) -> str:
     if len(problems) == 1 and problems[0].startswith(EMPTY_PLAN):
         return problems[0]
     if len(problems) == 1:
         return f'Plan execution failed: {problems[0]}'
     listed = '\n'.join(f'- {p}' for p in problems)
-    return f'Plan execution failed: {len(problems)} problems (nothing ran; fix them all and resend):\n{listed}'
+    what = 'the plan did not run' if ran else 'nothing ran'
+    return f'Plan execution failed: {len(problems)} problems ({what}; fix them all and resend):\n{listed}'

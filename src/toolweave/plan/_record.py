@@ -93,6 +93,8 @@ class StepResult(NamedTuple):
     ref_value: Any
     is_text: bool
     from_output: bool
+    size: int = 0
+    """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
 
 
 def step_result(result: ToolResult) -> StepResult:
@@ -109,8 +111,8 @@ def step_result(result: ToolResult) -> StepResult:
     if result.has_value and type(value) is not str:
         try:
             data = jsonable(value)
-            json.dumps(data)  # what the summary and `{{$ref:...}}` will do: an int too long to print fails here
-            return StepResult(output, value, data, False, False)
+            text = json.dumps(data)  # what the summary and `{{$ref:...}}` do: an int too long to print fails here
+            return StepResult(output, value, data, False, False, len(text) if isinstance(data, (dict, list)) else 0)
         except Exception as exc:  # a foreign value's own code (its `__str__`) may raise anything
             raise ValueError(f'The tool returned a value that cannot be recorded as JSON ({type(value).__name__}: '
                              f'{_reason(exc)}). Return JSON-like data: dicts, lists, strings, numbers, booleans, '
@@ -118,7 +120,7 @@ def step_result(result: ToolResult) -> StepResult:
     if output and output[0] not in JSON_START and not output[0].isspace():
         return StepResult(output, output, output, True, True)  # plain text (the common case), no parse attempt
     parsed, is_text = parse_output(output)
-    return StepResult(output, parsed, parsed, is_text, True)
+    return StepResult(output, parsed, parsed, is_text, True, len(output) if isinstance(parsed, (dict, list)) else 0)
 
 
 def _reason(exc: Exception) -> str:
@@ -155,7 +157,7 @@ class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
     __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'given', 'index',
-                 'is_text', 'items', 'output', 'ref_value', 'started_at', 'status', 'step', 'value')
+                 'is_text', 'items', 'output', 'ref_value', 'size', 'started_at', 'status', 'step', 'value')
 
     def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
         self.step = step
@@ -174,6 +176,8 @@ class StepRecord:
         """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
         self.from_output = False
         """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
+        self.size = 0
+        """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
         self.error: str | None = None
         self.started_at: float | None = None
         """Seconds from the start of the run to the start of the step."""

@@ -43,9 +43,10 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
                                  extra_refused=refused, earlier=steps)
     if prepared is None:
+        ran = None
         if streamed is not None:
-            await streamed.cancel('Cancelled: the plan did not validate (its problems were reported)')
-        raise PlanValidationError(problems.messages())
+            ran = await streamed.cancel('Cancelled: the plan did not validate (its problems were reported)')
+        raise PlanValidationError(problems.messages(), ran)
     if streamed is not None:
         early = await streamed.close(prepared)
         if early is not None:

@@ -233,12 +233,25 @@ class PlanStream:
         result.approvals = self._log.records
         return result
 
-    async def cancel(self, reason: str) -> None:
+    async def cancel(self, reason: str) -> PlanRun | None:
         """Give up on the plan (it did not validate): cancel what started early, recorded as `cancelled` with
-        `reason`, and wait until it has stopped."""
+        `reason`, and wait until it has stopped. Returns the record of the steps that had started early (what
+        they did is kept and reported, never hidden), or `None` when none had."""
         self.abandon(reason)
-        if self._run is not None:
-            await self._done.wait()
+        if self._run is None:
+            return None
+        await self._done.wait()
+        result = self._result
+        if result is None or not self._early.started:
+            return None
+        started = tuple(record for record in result.steps if record.index in self._early.started)
+        early = PlanRun(Plan(tuple(record.step for record in started)), started,
+                        (tuple(record.id for record in started),), result.started_at, result.duration,
+                        max_output_chars=self.options.max_output_chars, name=self.name,
+                        eager=tuple(record.id for record in started))
+        if self._log is not None:
+            early.approvals = self._log.records
+        return early
 
     def abandon(self, reason: str) -> None:
         """Give up on the plan without waiting (its task group waits): what started early is cancelled."""

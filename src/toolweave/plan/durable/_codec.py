@@ -140,6 +140,8 @@ class StepState:
     """The last decision recorded for the step (it stays: a step run again after a crash is not asked again)."""
     decided_last: bool = False
     """Whether that decision came after the last other transition (a parked step with a decision to run under)."""
+    arguments: Any = None
+    """The arguments its last start ran with when a reviewer's edit changed them (`None`: the plan's own)."""
 
 
 @dataclass(slots=True)
@@ -167,6 +169,8 @@ def fold(transitions: Sequence[Transition]) -> Folded:
             state.decision = decision_from(json.loads(t.detail or '{}'))
             state.decided_last = True
             continue
+        if t.status == 'running':
+            state.arguments = json.loads(t.detail).get('arguments') if t.detail else None
         state.last = t
         state.decided_last = False
     return folded

@@ -47,6 +47,8 @@ class Journal(Extension):
 
     def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
                    item: ItemRecord | None) -> None:
+        if status == 'running' and item is None and record.given is not None:
+            detail = {**(detail or {}), 'arguments': record.given}  # a reviewer's edit: what the tool runs with
         self.buffer.append(transition_of(record, status, time.time(), detail, item))
         self.noted += 1
 

@@ -362,7 +362,7 @@ def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -
         if last is None or state.decided_last:
             continue
         if last.status in ('succeeded', 'failed', 'skipped'):
-            ended[index] = prefill(last)
+            ended[index] = prefill(last)._replace(arguments=state.arguments)
         elif last.status == 'parked':
             decided.park[index] = (last.error or 'waiting for a decision', json.loads(last.detail or '{}'))
         elif last.status == 'running' or (last.status == 'cancelled' and json.loads(last.detail or '{}').get(
