@@ -55,7 +55,7 @@ from toolweave.exceptions import ApprovalPending
 from toolweave.plan._expr import ExpressionError, evaluate, truthy
 from toolweave.plan._model import MissingField, Plan, PlanStep, StepStatus
 from toolweave.plan._parse import excerpt
-from toolweave.plan._record import ItemRecord, PlanRun, StepRecord, cut, jsonable, step_result
+from toolweave.plan._record import JSON_START, ItemRecord, PlanRun, StepRecord, cut, jsonable, step_result
 from toolweave.plan._refs import ResolveError
 from toolweave.plan._scan import RefTable, Resolver, Rewrite
 from toolweave.plan._validate import Prepared, StepKind
@@ -209,6 +209,8 @@ class Run:
         self.syncs = [e.sync for e in extensions if _overrides(e, 'sync')]
         self.admits = [e.admit for e in extensions if _overrides(e, 'admit')]
         self.hooked = [e for e in extensions if _overrides(e, 'call')]
+        self.plain = not (self.admits or self.syncs or self.hooked or step_timeout is not None)
+        """Whether calls go straight to their tools (no extension takes part in them, no step timeout)."""
         for extension in extensions:
             extension.attach(self)
         # Scheduling state.
@@ -217,7 +219,7 @@ class Run:
         self.unfinished = len(self.records)
         self.blocked: set[int] = set()
         """Steps with a dependency that did not succeed: skipped once all their dependencies have ended."""
-        self.priority = _chain_lengths(self.deps, self.dependents)
+        self.priority = prepared.chains
         self.ready: list[tuple[int, int]] = []
         """Steps ready to start, as a heap of (minus the length of their chain of dependents, position)."""
         self.limit = concurrency or len(self.records) or 1
@@ -293,20 +295,25 @@ class Run:
         now = perf_counter() - self.t0
         target: StepRecord | ItemRecord = record if item is None else item
         was = target.status
-        if status == 'running' or status == 'reviewing':
-            if target.started_at is None or was not in _LIVE:
+        if status == 'running':
+            if was != 'running':  # a start (after a review, the tool's own start)
                 target.started_at = now
-        elif status in _ENDED:
-            if status != 'cancelled' or was in _LIVE:
-                target.ended_at = now
-                if target.started_at is None and status != 'skipped':
-                    target.started_at = now
-            if status == 'cancelled' and was in _LIVE:
-                detail = {**(detail or {}), 'started': was == 'running'}
+        elif status == 'succeeded' or status == 'failed':
+            target.ended_at = now
+            if target.started_at is None:  # failed before it was taken up (its references did not resolve)
+                target.started_at = now
+        elif status == 'reviewing':
+            target.started_at = now
+        elif status == 'skipped':
+            target.ended_at = now
+        elif status == 'cancelled' and was in _LIVE:
+            target.ended_at = now
+            detail = {**(detail or {}), 'started': was == 'running'}
         target.status = status
         target.error = error
-        for hook in self.on_transition:
-            hook(record, status, detail, item)
+        if self.on_transition:
+            for hook in self.on_transition:
+                hook(record, status, detail, item)
 
     def tell_ready(self, record: StepRecord) -> None:
         for hook in self.on_ready:
@@ -346,13 +353,18 @@ class Run:
             result = await self.call(record, None, arguments)
             if result.error is not None:
                 raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
-            try:
-                (record.output, record.value, record.ref_value, record.is_text, record.from_output,
-                 record.size) = step_result(result)
-            except ValueError as exc:
-                raise StepFailed(str(exc)) from None
-            if record.size:
-                self.heavy = True
+            output = result.output
+            if not result.has_value and output and output[0] not in JSON_START and not output[0].isspace():
+                record.output = record.value = record.ref_value = output  # plain text: `step_result`'s quick case
+                record.is_text = record.from_output = True
+            else:
+                try:
+                    (record.output, record.value, record.ref_value, record.is_text, record.from_output,
+                     record.size) = step_result(result)
+                except ValueError as exc:
+                    raise StepFailed(str(exc)) from None
+                if record.size:
+                    self.heavy = True
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
@@ -410,9 +422,11 @@ class Run:
         tool = self.tools[record.index]
         assert tool is not None  # only select steps have none, and they call nothing
         try:
-            if self.admits:
-                for admit in self.admits:
-                    arguments = await admit(record, item, arguments)
+            if self.plain:  # no extension takes part in calls, no step timeout: the shortest way
+                self.transition(record, 'running', item=item)
+                return await tool.call(arguments, self.context)
+            for admit in self.admits:
+                arguments = await admit(record, item, arguments)
             self.transition(record, 'running', item=item)
             if self.syncs:
                 await self.sync()
@@ -719,8 +733,8 @@ class Run:
                 ready = self.ready  # `recount` may have replaced the heap
                 continue
             index = heapq.heappop(ready)[1]
-            if ready:
-                self.staff()
+            if ready and self.coming < _AHEAD and self.coming < len(ready):
+                self.staff()  # should this step suspend, others are on their way to what waits
             await self.run_step(index)
             ready = self.ready
             streak += 1
@@ -818,7 +832,7 @@ class Run:
             record.step = step
         records.extend(StepRecord(step, index, self) for index, step in enumerate(plan.steps[known:], known))
         self.waiting.extend([0] * (len(records) - known))
-        self.priority = _chain_lengths(self.deps, self.dependents)
+        self.priority = prepared.chains
         self.limit = self.concurrency or len(records) or 1
 
     def recount(self) -> None:
@@ -919,12 +933,16 @@ class Run:
         return self.result(max_output_chars)
 
     async def reap(self) -> None:
-        """Cancel the workers started as bare tasks (those still waiting idle, or cut short by a cancellation) and
-        wait until each has ended: nothing of the run outlives it."""
+        """Wait until each worker started as a bare task has ended: nothing of the run outlives it. When the run
+        is over they are on their way out (woken, or making what finished durable first); when it is cut short
+        (cancelled, timed out, stopped) they are cancelled first."""
         assert self.tasks is not None
         tasks = list(self.tasks)
-        for task in tasks:
-            task.cancel()
+        if self.fatal is not None or self.unfinished > self.settled_at or self.abandoned is not None:
+            for task in tasks:
+                task.cancel()
+        else:
+            self.wake_all()
         with anyio.CancelScope(shield=True):
             for task in tasks:
                 try:
@@ -1000,20 +1018,3 @@ def _deserialize_error(tool: str, text: str) -> str:
         detail = 'not a JSON object'
     return (f"Failed to deserialize arguments for tool '{tool}': {detail}. Send the arguments as a JSON object, "
             'e.g. {"name": "value"}.')
-
-
-def _chain_lengths(deps: Sequence[tuple[int, ...]], dependents: Sequence[tuple[int, ...]]) -> list[int]:
-    """Per step, the number of steps on the longest chain from it to the end of the plan."""
-    n = len(deps)
-    pending = [len(d) for d in dependents]
-    length = [1] * n
-    queue = [i for i in range(n) if not pending[i]]
-    for node in queue:  # the list grows while we walk it
-        here = length[node] + 1
-        for parent in deps[node]:
-            if length[parent] < here:
-                length[parent] = here
-            pending[parent] -= 1
-            if not pending[parent]:
-                queue.append(parent)
-    return length

@@ -61,6 +61,8 @@ _IMMUTABLE = (str, int, float, bool, type(None))
 _NOT_COPIED: Final = object()
 DEFAULT_INPUT_LIMIT = 64 * 1024 * 1024
 """Bytes (of JSON) of earlier results one step's references may copy into its arguments."""
+_SIMPLE_MATCH = SIMPLE.fullmatch
+_AFTER_PREFIX: Final = len(PREFIX)
 _UNCLOSED = re.compile(r'\{\{\s*\$(ref:|item|index)')
 
 
@@ -284,7 +286,13 @@ class Scanner:
                     if keys is not None:
                         keys.append(key)
                     continue
-                if not item.startswith('$') and '{{' not in item:
+                if item.startswith(PREFIX):
+                    if self.simple(item):
+                        rewrite = True
+                        if keys is not None:
+                            keys.append(key)
+                        continue
+                elif not item.startswith('$') and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
@@ -317,7 +325,11 @@ class Scanner:
                         trail.pop()
                     rewrite = True
                     continue
-                if not item.startswith('$') and '{{' not in item:
+                if item.startswith(PREFIX):
+                    if self.simple(item):
+                        rewrite = True
+                        continue
+                elif not item.startswith('$') and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
@@ -325,6 +337,29 @@ class Scanner:
             rewrite = (self.string(item) if kind is str else self.node(item)) or rewrite
             trail.pop()
         return rewrite
+
+    def simple(self, value: str) -> bool:
+        """A `"$ref:STEP"` or `"$ref:STEP.a.b"` naming a step of this plan, bound with no questions (the common
+        case, without the general parser or the path for messages); `False` for anything else (`string` then
+        takes it, with the path at hand for its messages)."""
+        if self.check is not None:
+            return False
+        step = value[_AFTER_PREFIX:]
+        position = self.ids.get(step)
+        path: tuple[Segment, ...] = ()
+        if position is None:  # "$ref:STEP.a.b"
+            simple = _SIMPLE_MATCH(value, _AFTER_PREFIX)
+            if simple is None:
+                return False
+            step, dotted = simple.groups()
+            position = self.ids.get(step)
+            if position is None:
+                return False
+            if dotted:
+                path = tuple(dotted[1:].split('.'))
+        self.deps.append(position)
+        self.table.whole[value] = (step, path, value, position)
+        return True
 
     def string(self, value: str) -> bool:
         if value.startswith(PREFIX):
@@ -499,7 +534,27 @@ class Resolver:
             return self.value(arguments)
         out = dict(arguments)
         for key in rewrite:
-            out[key] = self.value(arguments[key])
+            given = arguments[key]
+            out[key] = self.sequence(given) if type(given) is list else self.value(given)
+        return out
+
+    def sequence(self, value: list[Any]) -> list[Any]:
+        """A list with its references replaced (the common shape: a list of references)."""
+        if self.index_dialect:
+            return [self.value(item) for item in value]
+        whole = self.table.whole
+        out = []
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                ref = whole.get(item)
+                if ref is not None:
+                    item = self.read(ref)
+                elif '{{' in item:
+                    item = self.string(item)
+            elif kind is dict or kind is list:
+                item = self.value(item)
+            out.append(item)
         return out
 
     def read(self, ref: Bound) -> Any:
@@ -553,7 +608,7 @@ class Resolver:
                     return self.index_splice(value['$ref'], self.read(ref)) if self.index_dialect else self.read(ref)
             return {key: self.value(item) for key, item in value.items()}
         if kind is list:
-            return [self.value(item) for item in value]
+            return self.sequence(value)
         return value
 
     def index_splice(self, written: str, found: Any) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
@@ -67,6 +67,9 @@ class Prepared:
     external: list[Any]
     """Records of earlier plans' steps the plan refers to (see `external_position`)."""
     max_items: int = DEFAULT_MAX_ITEMS
+    chains: list[int] = field(default_factory=list[int])
+    """Per step: the number of steps on the longest chain of dependents from it to the end of the plan (itself
+    included); the scheduler starts the step with the longest chain first."""
 
 
 def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
@@ -149,11 +152,11 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
         else:
             deps.append(tuple(dict.fromkeys(found)))
     _check_output_steps(plan, ids, problems)
-    waves, dependents = _graph(plan, deps, problems)
+    waves, dependents, chains = _graph(plan, deps, problems)
     if problems:
         return None, problems
     return Prepared(plan, resolved, rewrite, scanner.table, deps, dependents, waves, kinds, scanner.external,
-                    max_items), problems
+                    max_items, chains), problems
 
 
 def _contracts(resolved: list[Tool | None], plan: Plan, scanner: Scanner) -> tuple[Contracts, bool]:
@@ -333,8 +336,10 @@ def _did_you_mean(name: str, available: list[str]) -> str:
     return f' Did you mean {close[0]!r}?' if close else ''
 
 
-def _graph(plan: Plan, deps: list[tuple[int, ...]], problems: Problems) -> tuple[list[int], list[tuple[int, ...]]]:
-    """Kahn's algorithm over the steps in plan order: waves, dependents and every cycle (named by path)."""
+def _graph(plan: Plan, deps: list[tuple[int, ...]],
+           problems: Problems) -> tuple[list[int], list[tuple[int, ...]], list[int]]:
+    """Kahn's algorithm over the steps in plan order: waves, dependents, the longest chain of dependents from each
+    step (walking the same order backwards), and every cycle (named by path)."""
     n = len(deps)
     # Dependents in one flat list (a counting sort by dependency), then one tuple of ints per step: no list per
     # step that outlives this function, so building the graph adds next to nothing for the garbage collector.
@@ -364,7 +369,14 @@ def _graph(plan: Plan, deps: list[tuple[int, ...]], problems: Problems) -> tuple
                 queue.append(child)
     if len(queue) < n:
         _report_cycles(plan, deps, remaining, problems)
-    return waves, dependents
+        return waves, dependents, []
+    chains = [1] * n
+    for node in reversed(queue):  # every dependent comes after its dependencies in `queue`
+        here = chains[node] + 1
+        for parent in deps[node]:
+            if chains[parent] < here:
+                chains[parent] = here
+    return waves, dependents, chains
 
 
 def _report_cycles(plan: Plan, deps: list[tuple[int, ...]], remaining: list[int], problems: Problems) -> None:

@@ -79,7 +79,8 @@ class Journal(Extension):
             async with self._lock:  # one write at a time; whoever waited writes what was noted meanwhile too
                 if self.written < target:
                     batch, self.buffer = self.buffer, []  # taken here, in the event loop's thread
-                    await anyio.to_thread.run_sync(self._write, batch)
+                    with anyio.CancelScope(shield=True):  # a batch taken is written, even by a cancelled task
+                        await anyio.to_thread.run_sync(self._write, batch)
 
     def _write(self, batch: list[Transition]) -> None:
         try:
