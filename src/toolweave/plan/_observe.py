@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from toolweave import _tracing
 from toolweave.plan._kernel import Extension
-from toolweave.plan._model import EventHandler, PlanEvent, StepStatus
-from toolweave.plan._record import ItemRecord, StepRecord
+from toolweave.plan._model import StepStatus
+from toolweave.plan._record import EventHandler, ItemRecord, PlanEvent, StepRecord
 from toolweave.plan._tracing import PlanTrace
 
 __all__ = ('Events', 'observers')

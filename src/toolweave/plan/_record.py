@@ -1,4 +1,5 @@
-"""The run record: `StepRecord` per step, `PlanRun` for the whole plan, and what the model is shown.
+"""The run record: `StepRecord` per step, `PlanRun` for the whole plan, what the model is shown, and the events a
+run reports as its records change (`PlanEvent`).
 
 The summary is a JSON object keyed by step id; a step output that parses as JSON is embedded as JSON,
 other text as a JSON string, failures as `"ERROR: <message>"`. Every value is cut at `max_output_chars` with a
@@ -8,10 +9,10 @@ note saying how much was cut; the record keeps the full text.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = (
     'DEFAULT_MAX_OUTPUT_CHARS',
+    'EventHandler',
     'ItemRecord',
     'NOTHING_RETURNED',
+    'PlanEvent',
     'PlanRun',
     'StepGraph',
     'StepRecord',
@@ -464,3 +467,23 @@ def _one_line(record: StepRecord, limit: int = 120) -> str:
     prefix = {'failed': 'FAILED', 'skipped': 'SKIPPED', 'cancelled': 'CANCELLED', 'parked': 'PARKED',
               'pending': 'WAITING'}.get(record.status, 'NOT RUN')
     return f'{prefix}: {record.error}'
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEvent:
+    """A step started, parked or finished, or one element of a `for_each` step finished. `step` is the live
+    record: read it in the handler (it keeps changing). A step that never started (skipped, or cancelled before it
+    started) gets only `step_finished`; a parked step gets `step_parked` and, in the run that picks up its
+    decision, `step_started` again."""
+
+    kind: Literal['step_started', 'step_parked', 'step_finished', 'item_finished']
+    step: StepRecord
+    run_started_at: float
+    """`time.perf_counter()` when the run started; `step.started_at` is relative to it."""
+    item: ItemRecord | None = None
+    """For `item_finished`: the element's record (`step.items[item.index]`)."""
+    eager: bool = False
+    """For `step_started`: the step started while the model was still writing the plan (see `PlanTool.stream`)."""
+
+
+EventHandler: TypeAlias = Callable[[PlanEvent], None]

@@ -12,11 +12,11 @@ import anyio
 from toolweave.approval import ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanValidationError, UserError
 from toolweave.plan._kernel import Run
-from toolweave.plan._model import EventHandler, MissingField, Plan, ReviewMode
+from toolweave.plan._model import MissingField, Plan, ReviewMode
 from toolweave.plan._observe import observers
 from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
-from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
+from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
 from toolweave.plan._review import review_ahead, reviewing
 from toolweave.plan._stream import PlanStream
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare

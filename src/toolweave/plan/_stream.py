@@ -39,11 +39,11 @@ import jiter
 
 from toolweave.approval import ApprovalLog, record_approvals, use_review_handler
 from toolweave.plan._kernel import Extension, Run
-from toolweave.plan._model import EventHandler, Plan, PlanStep, StepForms, StepStatus
+from toolweave.plan._model import Plan, PlanStep, StepForms, StepStatus
 from toolweave.plan._observe import Events, observers
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
-from toolweave.plan._record import ItemRecord, PlanRun, StepRecord
+from toolweave.plan._record import EventHandler, ItemRecord, PlanRun, StepRecord
 from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._review import Review
 from toolweave.plan._validate import Prepared, prepare

@@ -21,13 +21,19 @@ from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._scan import RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
-__all__ = ('DEFAULT_MAX_ITEMS', 'PLAN_TOOL_NAMES', 'Prepared', 'StepKind', 'as_toolset', 'prepare', 'validate_plan')
+__all__ = ('DEFAULT_MAX_ITEMS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind', 'as_toolset', 'prepare',
+           'validate_plan')
 
 DEFAULT_MAX_ITEMS = 100
 """Elements a `for_each` step may run over, unless the run says otherwise."""
 
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
 """Meta-tools a plan step may never call: plans do not nest."""
+
+
+class RunsPlans:
+    """Marks a tool that runs plans itself (`PlanTool`): a plan step may not call one, whatever its name, because
+    plans do not nest."""
 _NO_DEPS: tuple[int, ...] = ()
 
 
@@ -269,8 +275,6 @@ def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -
 
 def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], problems: Problems,
                  refused: frozenset[str]) -> list[Tool | None]:
-    from toolweave.plan._meta import PlanTool
-
     cache: dict[str, Tool] = {}
     if not reported:  # the common case: look each distinct name up once, then one list in one pass
         for name in {step.tool for step in plan.steps if step.forms is None or not step.is_select}:
@@ -278,7 +282,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
                 found = tools.get(name) if name not in refused else None
             except UnknownToolError:
                 found = None
-            if found is None or isinstance(found, PlanTool):
+            if found is None or _runs_plans(found):
                 break
             cache[name] = found
         else:
@@ -309,7 +313,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
             tool: Tool | None = tools.get(name)
         except UnknownToolError:
             tool = None
-        if name in refused or isinstance(tool, PlanTool):
+        if name in refused or (tool is not None and _runs_plans(tool)):
             problems.add(index, f'{label}: Step {step.id!r} cannot call {name!r} (recursive plans are not '
                                 'allowed). Call the tools themselves as steps of this plan.')
             tool = None
@@ -326,6 +330,11 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
             cache[name] = tool
         out.append(tool)
     return out
+
+
+def _runs_plans(tool: Tool) -> bool:
+    """Whether `tool` runs plans itself (a plan tool, under any name): a step may not call one."""
+    return tool.layer(RunsPlans) is not None
 
 
 def _did_you_mean(name: str, available: list[str]) -> str:

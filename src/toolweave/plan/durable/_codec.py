@@ -102,6 +102,7 @@ def transition_of(record: StepRecord, status: StepStatus, at: float, detail: Map
                   item: ItemRecord | None = None) -> Transition:
     """The transition a record's (or its element's) move to `status` is stored as (a successful step keeps its
     output once: its value too only when it is not read from the output)."""
+    assert status != 'pending'
     if item is not None:
         if status == 'succeeded':
             return Transition(record.id, status, at, None, item.output, dumps(item.value), 0, None, item.index)
@@ -113,7 +114,6 @@ def transition_of(record: StepRecord, status: StepStatus, at: float, detail: Map
                               FROM_OUTPUT | (IS_TEXT if record.is_text else 0))
         return Transition(record.id, status, at, None, record.output, dumps(record.ref_value),
                           IS_TEXT if record.is_text else 0)
-    assert status != 'pending'
     return Transition(record.id, status, at, record.error, None, None, 0, None if not detail else dumps(detail))
 
 

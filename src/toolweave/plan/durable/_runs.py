@@ -34,11 +34,10 @@ import anyio.to_thread
 from toolweave.approval import ReviewDecision, ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanMismatchError, PlanStoreError, PlanValidationError, UserError
 from toolweave.plan._kernel import Prefill, Run
-from toolweave.plan._model import EventHandler
 from toolweave.plan._observe import observers
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems
-from toolweave.plan._record import PlanRun
+from toolweave.plan._record import EventHandler, PlanRun
 from toolweave.plan._review import Decided, review_ahead, reviewing
 from toolweave.plan._validate import Prepared, as_toolset, prepare
 from toolweave.plan.durable._codec import (
