@@ -46,7 +46,7 @@ from benchmarks._dags import chain, fan_out, random_dag
 from benchmarks._floor import gather, run_floor
 from benchmarks._peers import langgraph_available, langgraph_runner
 from toolweave.plan import run_plan
-from toolweave.plan._executor import execute
+from toolweave.plan._kernel import Run
 from toolweave.plan._parse import parse_lenient
 from toolweave.plan._validate import as_toolset, prepare
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolResult
@@ -199,7 +199,7 @@ async def _phases(plan: dict[str, Any], n: int) -> dict[str, float]:
     prepared, problems = prepare(parsed, tools, max_steps=n)
     assert prepared is not None, problems.messages()
     marks.append(time.perf_counter())
-    run = await execute(prepared)
+    run = await Run(prepared).run()
     marks.append(time.perf_counter())
     _ = run.summary
     marks.append(time.perf_counter())

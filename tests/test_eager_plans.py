@@ -113,7 +113,7 @@ async def test_gated_steps_and_steps_referring_ahead_wait_for_the_whole_plan() -
     assert run.step('early').output == 'value of value of x'
 
 
-async def test_an_invalid_plan_cancels_what_started_early_and_reports_its_problems_as_usual() -> None:
+async def test_an_invalid_plan_cancels_what_started_early_and_reports_it_with_its_problems() -> None:
     log = Log()
     plan = {'steps': [{'id': 'a', 'tool': 'lookup', 'arguments': {'key': 'a'}},
                       {'id': 'w', 'tool': 'write', 'arguments': {'text': '$ref:a'}},
@@ -124,13 +124,18 @@ async def test_an_invalid_plan_cancels_what_started_early_and_reports_its_proble
         'go', on_event=log.event)
     assert ('tool', 'a') in log.entries and ('cancelled', 'a') in log.entries  # it started, then was stopped
     assert not any(kind == 'tool' and name.startswith('write') for kind, name in log.entries)
-    assert result.plan_runs == ()
-    plan_reply = model.requests[1].messages[-1]
-    assert "Unknown tool 'no_such_tool'" in str(plan_reply.content)
-    # The same plan, not streamed, reports the very same problems.
+    # What started early is on record and in the reply, never hidden.
+    (early,) = result.plan_runs
+    assert [(r.id, r.status) for r in early.steps] == [('a', 'cancelled')] and early.eager == ('a',)
+    plan_reply = str(model.requests[1].messages[-1].content)
+    assert "Unknown tool 'no_such_tool'" in plan_reply
+    assert 'These steps ran while the plan was being written' in plan_reply
+    assert '"a": "ERROR: Cancelled: the plan did not validate' in plan_reply
+    # The same plan, not streamed, reports the very same problems, and that nothing ran.
     whole = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'Sorry.'])
     await Agent(whole, tools=tools(Log()), tool_planning=True).run('go')
-    assert whole.requests[1].messages[-1].content == plan_reply.content
+    whole_reply = str(whole.requests[1].messages[-1].content)
+    assert plan_reply.startswith(whole_reply) and 'These steps ran' not in whole_reply
 
 
 async def test_a_duplicate_step_id_stops_early_starts_and_fails_validation() -> None:
@@ -142,8 +147,12 @@ async def test_a_duplicate_step_id_stops_early_starts_and_fails_validation() -> 
                           tokens_per_second=TOKENS_PER_SECOND)
     result = await Agent(model, tools=tools(log), tool_planning=True, eager_plans=True).run('go', on_event=log.event)
     assert ('tool', 'again') not in log.entries and ('tool', 'c') not in log.entries
-    assert result.plan_runs == ()
-    assert 'duplicate' in str(model.requests[1].messages[-1].content).lower()
+    # Step `a` had finished before the duplicate arrived: its result is recorded and shown with the problems.
+    (early,) = result.plan_runs
+    assert [(r.id, r.status) for r in early.steps] == [('a', 'succeeded')]
+    reply = str(model.requests[1].messages[-1].content)
+    assert 'duplicate' in reply.lower() and 'These steps ran while the plan was being written' in reply
+    assert result.usage.tool_calls == 1
 
 
 async def test_cancelling_the_run_mid_stream_cancels_the_early_steps() -> None:

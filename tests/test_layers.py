@@ -156,3 +156,43 @@ def test_the_cli_and_the_examples_use_public_modules_only(path: Path) -> None:
             if any(piece.startswith('_') for piece in target.split('.')):
                 private.append(f'line {node.lineno}: {target}')
     assert private == [], f'{own or path.name} imports private modules: {private}'
+
+
+KERNEL = 'toolweave.plan._kernel'
+PLUG_INS = ('toolweave.plan._review', 'toolweave.plan._stream', 'toolweave.plan._tracing', 'toolweave.plan._observe',
+            'toolweave.plan._run', 'toolweave.plan._meta', 'toolweave.plan.durable', 'toolweave.plan.workers')
+"""What attaches to the plan kernel: each imports the kernel, never the reverse."""
+
+
+def _plan_modules() -> dict[str, set[str]]:
+    """Each module of `toolweave.plan` and the modules of `toolweave.plan` it imports (every import counts)."""
+    graph: dict[str, set[str]] = {}
+    for found in all_imports():
+        if found.module.startswith('toolweave.plan') and found.target.startswith('toolweave.plan'):
+            graph.setdefault(found.module, set()).add(found.target)
+    return graph
+
+
+def test_the_modules_of_the_plan_package_import_no_cycle() -> None:
+    graph = {module: {target for target in targets if target != module} for module, targets in _plan_modules().items()
+             if module != 'toolweave.plan'}  # the package's face imports everything; nothing inside imports it
+    assert not any('toolweave.plan' in targets for targets in graph.values())
+    cycle = _find_cycle(graph)
+    assert cycle is None, f'Import cycle inside toolweave.plan: {" -> ".join(cycle or [])}'
+
+
+def test_the_kernel_imports_none_of_what_attaches_to_it() -> None:
+    graph = _plan_modules()
+    reached: set[str] = set()
+    todo = [KERNEL]
+    while todo:  # everything the kernel imports, directly or not
+        module = todo.pop()
+        for target in graph.get(module, ()):
+            if target not in reached:
+                reached.add(target)
+                todo.append(target)
+    wrong = sorted(module for module in reached if module.startswith(PLUG_INS))
+    assert wrong == [], f'The kernel imports what attaches to it: {wrong}'
+    extensions = ('toolweave.plan._review', 'toolweave.plan._stream', 'toolweave.plan._tracing',
+                  'toolweave.plan._observe', 'toolweave.plan.durable._journal')
+    assert [module for module in extensions if KERNEL not in graph.get(module, ())] == []

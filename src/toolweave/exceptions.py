@@ -24,6 +24,8 @@ ToolweaveError
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = (
     'ApprovalPending',
     'ControlFlowSignal',
@@ -78,10 +80,13 @@ class UnknownToolError(UserError, LookupError):
 
 
 class PlanValidationError(UserError):
-    """A plan failed validation; `problems` holds every problem found, each naming its step and field."""
+    """A plan failed validation; `problems` holds every problem found, each naming its step and field. `ran` is
+    the record (a `PlanRun`) of the steps that had already run when the plan failed, if any had: the read-only
+    steps of a plan that started while the model was still writing it."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], ran: Any = None) -> None:
         self.problems = problems
+        self.ran = ran
         super().__init__('Plan validation failed:\n' + '\n'.join(f'  - {p}' for p in problems))
 
 

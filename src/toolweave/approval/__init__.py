@@ -32,6 +32,7 @@ from toolweave._public import present as _present
 from toolweave.approval._console import ConsoleReviewHandler, console_lock
 from toolweave.approval._gate import (
     current_review_handlers,
+    decide_call,
     preset_review,
     request_approval,
     review_options,
@@ -76,6 +77,7 @@ __all__ = (
     'ConsoleReviewHandler',
     'current_approval_log',
     'current_review_handlers',
+    'decide_call',
     'DEFAULT_ON_TIMEOUT',
     'DEFAULT_TIMEOUT',
     'describe_arguments',

@@ -43,6 +43,7 @@ __all__ = (
     'current_review_handlers',
     'decide',
     'decide_all',
+    'decide_call',
     'preset_review',
     'record_decision',
     'request_approval',
@@ -62,6 +63,8 @@ class _Preset:
 
     tool_name: str
     decision: ReviewDecision
+    record: bool = True
+    """Whether answering a review with it records the decision (not when it was recorded as it was made)."""
     used: bool = False
 
 
@@ -74,28 +77,49 @@ class _Reviewers:
 
     async def review_call(self, tool: Tool, arguments: ToolArguments,
                           context: ToolCallContext) -> ToolArguments | ToolResult:
-        name = tool.name
-        timeout, on_timeout = review_options(tool)
-        shown = describe_arguments(arguments)
-        request = ReviewRequest(name, f'{name}: {shown}', arguments, timeout=timeout, on_timeout=on_timeout,
-                                context=context)
-        preset = self.preset
-        if preset is not None and not preset.used and preset.tool_name == name:
-            preset.used = True  # only the call it was made for: a gated tool called inside that one asks as usual
-            decision = preset.decision
-            _record_preset(request, decision)
-        elif not self.handlers:
-            raise ToolConfigurationError(
-                f'Tool {name!r} requires approval but no ReviewHandler is configured. Pass `review_handler=` to the '
-                'Agent, `run_plan` or pipeline, or wrap the call in `with use_review_handler(handler):`.')
-        else:
-            decision = await decide_all(self.handlers, request, describe_edits=True)
+        decision = await self.decide_call(tool, arguments, context)
         if decision.kind == 'continue':
             return arguments
         if decision.kind == 'edit':
             return decision.revised
         reason = f' ({decision.reason})' if decision.reason else ''
-        return ToolResult.failure(f'Rejected by reviewer: {shown}{reason}')
+        return ToolResult.failure(f'Rejected by reviewer: {describe_arguments(arguments)}{reason}')
+
+    async def decide_call(self, tool: Tool, arguments: ToolArguments, context: ToolCallContext) -> ReviewDecision:
+        name = tool.name
+        preset = self.preset
+        if preset is not None and not preset.used and preset.tool_name == name:
+            preset.used = True  # only the call it was made for: a gated tool called inside that one asks as usual
+            if preset.record:
+                _record_preset(_request(tool, arguments, context), preset.decision)
+            return preset.decision
+        if not self.handlers:
+            raise ToolConfigurationError(
+                f'Tool {name!r} requires approval but no ReviewHandler is configured. Pass `review_handler=` to the '
+                'Agent, `run_plan` or pipeline, or wrap the call in `with use_review_handler(handler):`.')
+        return await decide_all(self.handlers, _request(tool, arguments, context), describe_edits=True)
+
+
+def _request(tool: Tool, arguments: ToolArguments, context: ToolCallContext) -> ReviewRequest:
+    name = tool.name
+    timeout, on_timeout = review_options(tool)
+    return ReviewRequest(name, f'{name}: {describe_arguments(arguments)}', arguments, timeout=timeout,
+                         on_timeout=on_timeout, context=context)
+
+
+async def decide_call(tool: Tool, arguments: ToolArguments, context: ToolCallContext) -> ReviewDecision:
+    """Ask the reviewers installed around the caller about a call of `tool` now, exactly as `Tool.call`'s gate
+    would (a decision made ahead for it answers instead), and return the decision, logged and recorded; the call
+    itself is the caller's to make, under `preset_review(tool.name, decision, record=False)` so that the gate does
+    not ask again. Plans use it to ask before a step counts as started.
+
+    Raises:
+        ToolConfigurationError: no reviewer is installed.
+        ApprovalPending: a reviewer cannot answer now (the request is attached).
+    """
+    reviewers = reviewer_var.get()
+    return await (reviewers if isinstance(reviewers, _Reviewers) else _Reviewers(())).decide_call(
+        tool, arguments, context)
 
 
 def current_review_handlers() -> tuple[ReviewHandler, ...]:
@@ -131,12 +155,13 @@ def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
 
 
 @contextmanager
-def preset_review(tool_name: str, decision: ReviewDecision) -> Iterator[None]:
+def preset_review(tool_name: str, decision: ReviewDecision, *, record: bool = True) -> Iterator[None]:
     """Answer the next review of `tool_name` inside the block with `decision`, without asking anyone (it is
-    logged and recorded like any decision); every other review goes to the reviewers installed around the block.
-    Plans use it to run a step decided ahead: by a whole-plan review, or by a decision stored while it was
-    parked."""
-    with using(reviewer_var, _Reviewers(current_review_handlers(), _Preset(tool_name, decision))):
+    logged and recorded like any decision, unless `record=False`: it was recorded when it was made); every other
+    review goes to the reviewers installed around the block. Plans use it to run a step decided ahead: by a
+    whole-plan review, by a decision stored while it was parked, or by a reviewer asked before the step started
+    (`decide_call`)."""
+    with using(reviewer_var, _Reviewers(current_review_handlers(), _Preset(tool_name, decision, record))):
         yield
 
 

@@ -13,7 +13,6 @@ from toolweave.plan._model import (
     Dialect,
     MissingField,
     Plan,
-    PlanEvent,
     PlanStep,
     ReviewMode,
     StepForms,
@@ -21,7 +20,7 @@ from toolweave.plan._model import (
 )
 from toolweave.plan._parse import parse_plan
 from toolweave.plan._plan_schema import PlanSchema, SchemaTooLarge
-from toolweave.plan._record import ItemRecord, PlanRun, StepRecord
+from toolweave.plan._record import ItemRecord, PlanEvent, PlanRun, StepRecord
 from toolweave.plan._review import review_request
 from toolweave.plan._run import run_plan, run_plan_sync
 from toolweave.plan._validate import validate_plan

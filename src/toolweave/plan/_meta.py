@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
-from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
+from toolweave.plan._model import Dialect, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
 from toolweave.plan._plan_schema import (
@@ -25,10 +25,10 @@ from toolweave.plan._plan_schema import (
     string_schema,
     typed_schema,
 )
-from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
+from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, as_toolset
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, RunsPlans, as_toolset
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
@@ -89,7 +89,7 @@ def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
     )
 
 
-class PlanTool(Tool):
+class PlanTool(Tool, RunsPlans):
     """The `execute_tool_plan` meta-tool (or, with `dialect='index'`, the index-based `execute_plan`, whose steps
     refer to earlier ones as `{"$ref": "steps[N].result.<path>"}`), bound to a Toolset that it reads at call time:
     tools added to the Toolset later can be used in plans.
@@ -221,6 +221,10 @@ class PlanTool(Tool):
         try:
             run = await self._run(parsed, context, earlier, name, streamed)
         except PlanValidationError as exc:
+            if isinstance(exc.ran, PlanRun):  # steps started while the plan was written: say what they did
+                text = (f'{_render_problems(exc.problems, ran=True)}\nThese steps ran while the plan was being '
+                        f'written (they are read-only; their results stand): {exc.ran.summary}')
+                return ToolResult('', text, exc.ran, True, is_artifact=False)
             return ToolResult.failure(_render_problems(exc.problems))
         except (ToolConfigurationError, ControlFlowSignal):
             raise
@@ -296,10 +300,11 @@ def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
     return None
 
 
-def _render_problems(problems: list[str]) -> str:
+def _render_problems(problems: list[str], *, ran: bool = False) -> str:
     if len(problems) == 1 and problems[0].startswith(EMPTY_PLAN):
         return problems[0]
     if len(problems) == 1:
         return f'Plan execution failed: {problems[0]}'
     listed = '\n'.join(f'- {p}' for p in problems)
-    return f'Plan execution failed: {len(problems)} problems (nothing ran; fix them all and resend):\n{listed}'
+    what = 'the plan did not run' if ran else 'nothing ran'
+    return f'Plan execution failed: {len(problems)} problems ({what}; fix them all and resend):\n{listed}'

@@ -1,20 +1,16 @@
-"""The plan model: frozen specs (`Plan`, `PlanStep`) and the names of step states and events."""
+"""The plan model: frozen specs (`Plan`, `PlanStep`) and the names of step states."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-if TYPE_CHECKING:
-    from toolweave.plan._record import ItemRecord, StepRecord
+__all__ = ('Condition', 'Dialect', 'MissingField', 'Plan', 'PlanStep', 'ReviewMode', 'StepForms', 'StepStatus')
 
-__all__ = ('Condition', 'Dialect', 'EventHandler', 'MissingField', 'Plan', 'PlanEvent', 'PlanStep', 'ReviewMode',
-           'StepForms', 'StepStatus')
-
-StepStatus: TypeAlias = Literal['pending', 'running', 'parked', 'succeeded', 'failed', 'skipped', 'cancelled']
-"""Where a step is: not started, running, parked (waiting for a decision; its dependents wait with it), or one of
-the four ends."""
+StepStatus: TypeAlias = Literal['pending', 'reviewing', 'running', 'parked', 'succeeded', 'failed', 'skipped',
+                                'cancelled']
+"""Where a step is: not started, waiting for its reviewer's answer before its tool is called, running, parked
+(waiting for a decision that is not coming now; its dependents wait with it), or one of the four ends."""
 
 ReviewMode: TypeAlias = Literal['per_step', 'whole_plan']
 """How gated plan steps are reviewed: each when it is ready, with its resolved arguments (`per_step`), or all at
@@ -118,23 +114,3 @@ class Plan:
     """What the plan is for (index-based plans)."""
     dialect: Dialect = 'id'
     """How references are written in the arguments."""
-
-
-@dataclass(frozen=True, slots=True)
-class PlanEvent:
-    """A step started, parked or finished, or one element of a `for_each` step finished. `step` is the live
-    record: read it in the handler (it keeps changing). A step that never started (skipped, or cancelled before it
-    started) gets only `step_finished`; a parked step gets `step_parked` and, in the run that picks up its
-    decision, `step_started` again."""
-
-    kind: Literal['step_started', 'step_parked', 'step_finished', 'item_finished']
-    step: StepRecord
-    run_started_at: float
-    """`time.perf_counter()` when the run started; `step.started_at` is relative to it."""
-    item: ItemRecord | None = None
-    """For `item_finished`: the element's record (`step.items[item.index]`)."""
-    eager: bool = False
-    """For `step_started`: the step started while the model was still writing the plan (see `PlanTool.stream`)."""
-
-
-EventHandler: TypeAlias = Callable[[PlanEvent], None]

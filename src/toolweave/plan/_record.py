@@ -1,4 +1,5 @@
-"""The run record: `StepRecord` per step, `PlanRun` for the whole plan, and what the model is shown.
+"""The run record: `StepRecord` per step, `PlanRun` for the whole plan, what the model is shown, and the events a
+run reports as its records change (`PlanEvent`).
 
 The summary is a JSON object keyed by step id; a step output that parses as JSON is embedded as JSON,
 other text as a JSON string, failures as `"ERROR: <message>"`. Every value is cut at `max_output_chars` with a
@@ -8,10 +9,10 @@ note saying how much was cut; the record keeps the full text.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = (
     'DEFAULT_MAX_OUTPUT_CHARS',
+    'EventHandler',
     'ItemRecord',
     'NOTHING_RETURNED',
+    'PlanEvent',
     'PlanRun',
     'StepGraph',
     'StepRecord',
@@ -93,6 +96,8 @@ class StepResult(NamedTuple):
     ref_value: Any
     is_text: bool
     from_output: bool
+    size: int = 0
+    """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
 
 
 def step_result(result: ToolResult) -> StepResult:
@@ -109,8 +114,8 @@ def step_result(result: ToolResult) -> StepResult:
     if result.has_value and type(value) is not str:
         try:
             data = jsonable(value)
-            json.dumps(data)  # what the summary and `{{$ref:...}}` will do: an int too long to print fails here
-            return StepResult(output, value, data, False, False)
+            text = json.dumps(data)  # what the summary and `{{$ref:...}}` do: an int too long to print fails here
+            return StepResult(output, value, data, False, False, len(text) if isinstance(data, (dict, list)) else 0)
         except Exception as exc:  # a foreign value's own code (its `__str__`) may raise anything
             raise ValueError(f'The tool returned a value that cannot be recorded as JSON ({type(value).__name__}: '
                              f'{_reason(exc)}). Return JSON-like data: dicts, lists, strings, numbers, booleans, '
@@ -118,7 +123,7 @@ def step_result(result: ToolResult) -> StepResult:
     if output and output[0] not in JSON_START and not output[0].isspace():
         return StepResult(output, output, output, True, True)  # plain text (the common case), no parse attempt
     parsed, is_text = parse_output(output)
-    return StepResult(output, parsed, parsed, is_text, True)
+    return StepResult(output, parsed, parsed, is_text, True, len(output) if isinstance(parsed, (dict, list)) else 0)
 
 
 def _reason(exc: Exception) -> str:
@@ -154,8 +159,8 @@ class ItemRecord:
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
-    __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'index', 'is_text',
-                 'items', 'output', 'ref_value', 'started_at', 'status', 'step', 'value')
+    __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'given', 'index',
+                 'is_text', 'items', 'output', 'ref_value', 'size', 'started_at', 'status', 'step', 'value')
 
     def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
         self.step = step
@@ -174,6 +179,8 @@ class StepRecord:
         """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
         self.from_output = False
         """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
+        self.size = 0
+        """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
         self.error: str | None = None
         self.started_at: float | None = None
         """Seconds from the start of the run to the start of the step."""
@@ -184,6 +191,8 @@ class StepRecord:
         """A `for_each` step's elements, in list order, once its list is known."""
         self.condition_skipped = False
         """Skipped because a `when` condition was false (its own or a dependency's): an outcome, not an error."""
+        self.given: Any = None
+        """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
 
     @property
     def id(self) -> str:
@@ -216,14 +225,22 @@ class StepRecord:
     @property
     def arguments(self) -> Any:
         """The resolved arguments the tool was called with (`None` if it was not called); for a `for_each` step
-        the list of each element's arguments, for a select step the resolved `from` value.
+        the list of each element's arguments, for a select step the resolved `from` value. A reviewer's edit is
+        what the tool ran with, so that is what is shown.
 
         Rebuilt from the plan and the finished steps' values when read rather than kept: a plan of 100k steps
         then holds 100k fewer objects while it runs. The values it reads never change once their steps have
         finished, so every read gives an equal result."""
         if not self.called:
             return None
+        if self.given is not None:
+            return self.given
         return self._graph.arguments(self.index)
+
+    @property
+    def run_started_at(self) -> float:
+        """`time.perf_counter()` when the step's run started (`started_at` and `ended_at` count from it)."""
+        return self._graph.t0
 
     @property
     def duration(self) -> float | None:
@@ -259,6 +276,9 @@ class StepRecord:
 
 class StepGraph(Protocol):
     """What records read from their run: the plan's steps, the dependency graph, and argument resolution."""
+
+    t0: float
+    """`time.perf_counter()` when the run started."""
 
     @property
     def steps(self) -> Sequence[PlanStep]: ...
@@ -312,7 +332,8 @@ class PlanRun:
     """Steps that did not start because a step they depend on is parked."""
 
     def __post_init__(self) -> None:
-        counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0}
+        counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0,
+                  'reviewing': 0}
         benign = 0
         for record in self.steps:
             counts[record.status] += 1
@@ -321,7 +342,7 @@ class PlanRun:
         self.succeeded = counts['succeeded']
         self.failed = counts['failed']
         self.skipped = counts['skipped']
-        self.cancelled = counts['cancelled'] + counts['running']
+        self.cancelled = counts['cancelled'] + counts['running'] + counts['reviewing']
         self.parked = counts['parked']
         self.waiting = counts['pending']
 
@@ -446,3 +467,23 @@ def _one_line(record: StepRecord, limit: int = 120) -> str:
     prefix = {'failed': 'FAILED', 'skipped': 'SKIPPED', 'cancelled': 'CANCELLED', 'parked': 'PARKED',
               'pending': 'WAITING'}.get(record.status, 'NOT RUN')
     return f'{prefix}: {record.error}'
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEvent:
+    """A step started, parked or finished, or one element of a `for_each` step finished. `step` is the live
+    record: read it in the handler (it keeps changing). A step that never started (skipped, or cancelled before it
+    started) gets only `step_finished`; a parked step gets `step_parked` and, in the run that picks up its
+    decision, `step_started` again."""
+
+    kind: Literal['step_started', 'step_parked', 'step_finished', 'item_finished']
+    step: StepRecord
+    run_started_at: float
+    """`time.perf_counter()` when the run started; `step.started_at` is relative to it."""
+    item: ItemRecord | None = None
+    """For `item_finished`: the element's record (`step.items[item.index]`)."""
+    eager: bool = False
+    """For `step_started`: the step started while the model was still writing the plan (see `PlanTool.stream`)."""
+
+
+EventHandler: TypeAlias = Callable[[PlanEvent], None]

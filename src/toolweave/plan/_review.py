@@ -1,50 +1,158 @@
-"""Whole-plan review for a validated plan: the request a reviewer sees, and its answer applied to the plan.
+"""Reviewing a plan's gated calls: the kernel extension that asks before each one starts, and whole-plan review.
 
-Edits are applied to the plan itself (a reviewer edits arguments as written, references allowed), which is then
-validated again; the decisions are handed to the executor as decisions made ahead (`Ahead.decisions`), so no
-approved step asks again when it runs.
+`Review` (a kernel extension) admits each call of a gated tool: under the decision made ahead for it (a whole-plan
+review, a decision stored while the step was parked), or by asking the installed reviewers *before* the step
+counts as started. The step is `reviewing` meanwhile, and a durable run has that on record before anyone is
+asked: a process that dies while a person decides leaves a step that is asked again, never one whose tool may
+have run. The decision then answers the gate inside `Tool.call` (`preset_review`), so the call runs without
+asking again, while any other gated call reached inside it (a pipeline's step, a chained tool) is asked as usual:
+an approval covers exactly the call the reviewer saw, with the arguments shown. An edit is what the call runs
+with, and what the step's record shows.
+
+Whole-plan review (`review_ahead`): the request a reviewer sees, and its answer applied to the plan. Edits are
+applied to the plan itself (a reviewer edits arguments as written, references allowed), which is then validated
+again; the decisions become the `Review` extension's decisions made ahead, so no approved step asks again when it
+runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from toolweave.approval import (
     PlannedStep,
     PlanReviewDecision,
     PlanReviewRequest,
     ReviewDecision,
+    decide_call,
+    describe_arguments,
+    preset_review,
     review_options,
     review_plan,
 )
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._executor import Ahead
+from toolweave.plan._kernel import Call, Extension, Run, StepFailed
 from toolweave.plan._model import Plan
 from toolweave.plan._options import DEFAULT_MAX_STEPS
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
+from toolweave.plan._record import ItemRecord, StepRecord
 from toolweave.plan._validate import Prepared, as_toolset, prepare
-from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
+from toolweave.tools import Tool, ToolCallContext, Toolset, ToolsetItem
 
-__all__ = ('apply_review', 'plan_review_request', 'review_ahead', 'review_request')
+if TYPE_CHECKING:
+    from toolweave.tools import ToolResult
+
+__all__ = ('Decided', 'Review', 'apply_review', 'plan_review_request', 'review_ahead', 'review_request', 'reviewing')
+
+
+@dataclass(slots=True)
+class Decided:
+    """What a whole-plan review (or a stored run) says about a plan's gated steps before they run."""
+
+    decisions: dict[int, ReviewDecision] = field(default_factory=dict[int, ReviewDecision])
+    """Per step position: the decision its calls run under (every element's, for a `for_each` step)."""
+    park: dict[int, tuple[str, Mapping[str, Any]]] = field(default_factory=dict[int, tuple[str, Mapping[str, Any]]])
+    """Steps to park when they are ready, with why."""
+    rejected: str | None = None
+    """Why the reviewer rejected the whole plan: then nothing runs."""
+
+
+class Review(Extension):
+    """Admits each call of a gated tool (see the module docstring): `decisions` are made ahead per step,
+    `item_decisions` per element of a `for_each` step (a decision stored for the element that parked). A decision
+    made ahead applies to any step it is for, gated or not: a person may decide a step that parked for another
+    reason (unknown after a crash)."""
+
+    def __init__(self, decisions: Mapping[int, ReviewDecision] | None = None,
+                 item_decisions: Mapping[tuple[int, int], ReviewDecision] | None = None) -> None:
+        self.decisions = decisions or {}
+        self.item_decisions = item_decisions or {}
+        self.admitted: dict[tuple[int, int], tuple[ReviewDecision, bool]] = {}
+        """Calls admitted and not yet made: their decision, and whether it was made ahead (then it is recorded
+        as it answers the call)."""
+        self.gated: dict[int, bool] = {}
+        """Per tool (by id), whether its calls are reviewed."""
+        self.run: Run | None = None
+
+    def attach(self, run: Run) -> None:
+        self.run = run
+
+    def is_gated(self, tool: Tool) -> bool:
+        gated = self.gated.get(id(tool))
+        if gated is None:
+            gated = self.gated[id(tool)] = tool.requires_approval
+        return gated
+
+    async def admit(self, record: StepRecord, item: ItemRecord | None, arguments: Any) -> Any:
+        run = self.run
+        assert run is not None
+        tool = run.tools[record.index]
+        assert tool is not None  # only select steps have none, and they call nothing
+        key = (record.index, -1 if item is None else item.index)
+        decision = self.item_decisions.get(key) if item is not None and self.item_decisions else None
+        if decision is None and self.decisions:
+            decision = self.decisions.get(record.index)
+        ahead = decision is not None
+        if decision is None:
+            if not self.is_gated(tool):
+                return arguments
+            run.transition(record, 'reviewing', item=item)
+            await run.sync()  # on record before anyone is asked: a crash now leaves a step to ask again
+            decision = await decide_call(tool, arguments, run.context)
+        if decision.kind == 'exit_early':
+            reason = f' ({decision.reason})' if decision.reason else ''
+            raise StepFailed(f'Rejected by reviewer: {describe_arguments(arguments)}{reason}')
+        if decision.kind == 'edit':
+            arguments = decision.revised
+            run.edited(record, item, arguments)
+        self.admitted[key] = (decision, ahead)
+        return arguments
+
+    async def call(self, record: StepRecord, item: ItemRecord | None, arguments: Any, proceed: Call) -> ToolResult:
+        admitted = self.admitted.pop((record.index, -1 if item is None else item.index), None)
+        if admitted is None:
+            return await proceed(arguments)
+        decision, ahead = admitted
+        assert self.run is not None
+        tool = self.run.tools[record.index]
+        assert tool is not None
+        with preset_review(tool.name, decision, record=ahead):
+            return await proceed(arguments)
+
+
+def reviewing(prepared: Prepared, decided: Decided | None = None,
+              item_decisions: Mapping[tuple[int, int], ReviewDecision] | None = None) -> list[Extension]:
+    """The `Review` extension a run of `prepared` needs: when it calls a gated tool or has decisions made ahead
+    (none otherwise: a plan with no gated step pays nothing)."""
+    decisions = decided.decisions if decided is not None else {}
+    if decisions or item_decisions:
+        return [Review(decisions, item_decisions)]
+    seen: set[int] = set()
+    for tool in prepared.tools:
+        if tool is not None and id(tool) not in seen:
+            seen.add(id(tool))
+            if tool.requires_approval:
+                return [Review()]
+    return []
 
 
 async def review_ahead(prepared: Prepared, tools: Toolset, context: ToolCallContext, *, max_steps: int,
-                       refused: frozenset[str] = frozenset()) -> tuple[Prepared, Ahead | None]:
+                       refused: frozenset[str] = frozenset()) -> tuple[Prepared, Decided | None]:
     """Put the whole plan to the installed reviewers (when it has gated steps): the plan as they left it, and
-    their decisions as the executor takes them."""
+    their decisions (`None` when it has no gated step)."""
     request = plan_review_request(prepared, context)
     if not request.gated:
         return prepared, None
     decision = await review_plan(request)
     if decision.rejected is not None:
-        return prepared, Ahead(rejected=decision.rejected)
+        return prepared, Decided(rejected=decision.rejected)
     prepared, decisions, parked = apply_review(prepared, decision, tools, max_steps=max_steps, refused=refused)
-    park = {index: (f'Waiting for approval: {reason}', {'tool': prepared.plan.steps[index].tool,
-                                                         'review': 'whole_plan'})
-            for index, reason in parked.items()}
-    return prepared, Ahead(park=park, decisions=decisions)
+    park: dict[int, tuple[str, Mapping[str, Any]]] = {
+        index: (f'Waiting for approval: {reason}', {'tool': prepared.plan.steps[index].tool, 'review': 'whole_plan'})
+        for index, reason in parked.items()}
+    return prepared, Decided(decisions, park)
 
 
 def review_request(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset | Iterable[ToolsetItem], *,

@@ -11,12 +11,13 @@ import anyio
 
 from toolweave.approval import ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanValidationError, UserError
-from toolweave.plan._executor import execute
-from toolweave.plan._model import EventHandler, MissingField, Plan, ReviewMode
+from toolweave.plan._kernel import Run
+from toolweave.plan._model import MissingField, Plan, ReviewMode
+from toolweave.plan._observe import observers
 from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
-from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
-from toolweave.plan._review import review_ahead
+from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
+from toolweave.plan._review import review_ahead, reviewing
 from toolweave.plan._stream import PlanStream
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare
 from toolweave.plan.durable._runs import StoreLike, opened, start_run
@@ -42,9 +43,10 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
                                  extra_refused=refused, earlier=steps)
     if prepared is None:
+        ran = None
         if streamed is not None:
-            await streamed.cancel('Cancelled: the plan did not validate (its problems were reported)')
-        raise PlanValidationError(problems.messages())
+            ran = await streamed.cancel('Cancelled: the plan did not validate (its problems were reported)')
+        raise PlanValidationError(problems.messages(), ran)
     if streamed is not None:
         early = await streamed.close(prepared)
         if early is not None:
@@ -55,13 +57,17 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
             result = await start_run(prepared, tools, options, run_id=run_id, context=context, on_event=on_event,
                                      refused=refused)
         else:
-            ahead = None
+            decided = None
             if options.review_mode == 'whole_plan':
-                prepared, ahead = await review_ahead(prepared, tools, context, max_steps=options.max_steps,
-                                                     refused=refused)
-            result = await execute(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
-                                   timeout=options.timeout, missing_field=options.missing_field, context=context,
-                                   on_event=on_event, max_output_chars=options.max_output_chars, ahead=ahead)
+                prepared, decided = await review_ahead(prepared, tools, context, max_steps=options.max_steps,
+                                                       refused=refused)
+            run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
+                      missing_field=options.missing_field, context=context,
+                      extensions=[*reviewing(prepared, decided), *observers(on_event)],
+                      park=decided.park if decided is not None else None)
+            if decided is not None and decided.rejected is not None:
+                run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
+            result = await run.run(timeout=options.timeout, max_output_chars=options.max_output_chars)
     result.approvals = log.records
     result.name = name
     return result

@@ -38,7 +38,7 @@ from toolweave.plan._refs import (
     splice_text,
 )
 
-__all__ = ('RefTable', 'Resolver', 'Rewrite', 'Scanner')
+__all__ = ('DEFAULT_INPUT_LIMIT', 'RefTable', 'Resolver', 'Rewrite', 'Scanner')
 
 Bound = tuple[str, tuple[Segment, ...], str, int]
 """A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage
@@ -58,6 +58,11 @@ tracking); `True`: walk the whole value (the arguments are not a plain object, o
 _PATH: Final = 1
 _POSITION: Final = 3
 _IMMUTABLE = (str, int, float, bool, type(None))
+_NOT_COPIED: Final = object()
+DEFAULT_INPUT_LIMIT = 64 * 1024 * 1024
+"""Bytes (of JSON) of earlier results one step's references may copy into its arguments."""
+_SIMPLE_MATCH = SIMPLE.fullmatch
+_AFTER_PREFIX: Final = len(PREFIX)
 _UNCLOSED = re.compile(r'\{\{\s*\$(ref:|item|index)')
 
 
@@ -293,7 +298,13 @@ class Scanner:
                     if keys is not None:
                         keys.append(key)
                     continue
-                if not item.startswith('$') and '{{' not in item:
+                if item.startswith(PREFIX):
+                    if self.simple(item):
+                        rewrite = True
+                        if keys is not None:
+                            keys.append(key)
+                        continue
+                elif not item.startswith('$') and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
@@ -326,7 +337,11 @@ class Scanner:
                         trail.pop()
                     rewrite = True
                     continue
-                if not item.startswith('$') and '{{' not in item:
+                if item.startswith(PREFIX):
+                    if self.simple(item):
+                        rewrite = True
+                        continue
+                elif not item.startswith('$') and '{{' not in item:
                     continue
             elif kind is not dict and kind is not list:
                 continue
@@ -334,6 +349,29 @@ class Scanner:
             rewrite = (self.string(item) if kind is str else self.node(item)) or rewrite
             trail.pop()
         return rewrite
+
+    def simple(self, value: str) -> bool:
+        """A `"$ref:STEP"` or `"$ref:STEP.a.b"` naming a step of this plan, bound with no questions (the common
+        case, without the general parser or the path for messages); `False` for anything else (`string` then
+        takes it, with the path at hand for its messages)."""
+        if self.check is not None:
+            return False
+        step = value[_AFTER_PREFIX:]
+        position = self.ids.get(step)
+        path: tuple[Segment, ...] = ()
+        if position is None:  # "$ref:STEP.a.b"
+            simple = _SIMPLE_MATCH(value, _AFTER_PREFIX)
+            if simple is None:
+                return False
+            step, dotted = simple.groups()
+            position = self.ids.get(step)
+            if position is None:
+                return False
+            if dotted:
+                path = tuple(dotted[1:].split('.'))
+        self.deps.append(position)
+        self.table.whole[value] = (step, path, value, position)
+        return True
 
     def string(self, value: str) -> bool:
         if value.startswith(PREFIX):
@@ -468,14 +506,18 @@ class Scanner:
 class Resolver:
     """Rewrites a step's arguments at run time: each reference replaced by the value it points at.
 
-    A step gets its own copy of every object or array it reads, so a tool that changes its input changes
-    nothing that another step, or the record, sees.
+    A step gets its own copy of each object or array it reads, once however often its arguments name it, so a
+    tool that changes its input changes nothing that another step, or the record, sees, and a plan cannot make the
+    process copy a value once per reference (`["$ref:big"] * 1000` is one copy, shared by the thousand places in
+    that one step's arguments). What one step's references may copy is bounded (`limit`, in bytes of the
+    referenced values' JSON): past it, the step fails before anything is copied.
     """
 
-    __slots__ = ('external', 'index', 'index_dialect', 'item', 'missing', 'records', 'step', 'table')
+    __slots__ = ('copied', 'copies', 'external', 'index', 'index_dialect', 'item', 'limit', 'missing', 'records',
+                 'step', 'table')
 
     def __init__(self, table: RefTable, records: Sequence[Any], missing: str, dialect: str,
-                 external: Sequence[Any] = ()) -> None:
+                 external: Sequence[Any] = (), limit: int = DEFAULT_INPUT_LIMIT) -> None:
         self.table = table
         self.records = records
         self.external = external
@@ -483,25 +525,53 @@ class Resolver:
         self.index_dialect = dialect == 'index'
         # Index-based plans splice values into text, where a missing field would reach the tool as "null".
         self.missing = 'error' if self.index_dialect else missing
+        self.limit = limit
         self.step = ''
         self.item: Any = None
         """The element `$item` stands for while a `for_each` step's arguments are resolved for it."""
         self.index = 0
         """Its position (`$index`)."""
+        self.copies: dict[tuple[int, tuple[Segment, ...]], Any] | None = None
+        """The copies made for the arguments being resolved, by what they copy (made on the first copy)."""
+        self.copied = 0
+        """Bytes (of JSON) of the referenced values copied for the arguments being resolved."""
 
     def resolve(self, arguments: Any, rewrite: Rewrite, step: str) -> Any:
         """`arguments` with every reference replaced: under the keys `rewrite` names, or everywhere when it is
         `True` (raises `ResolveError` with the step's error)."""
         self.step = step
+        self.copies = None
+        self.copied = 0
         if not isinstance(rewrite, tuple):
             return self.value(arguments)
         out = dict(arguments)
         for key in rewrite:
-            out[key] = self.value(arguments[key])
+            given = arguments[key]
+            out[key] = self.sequence(given) if type(given) is list else self.value(given)
+        return out
+
+    def sequence(self, value: list[Any]) -> list[Any]:
+        """A list with its references replaced (the common shape: a list of references)."""
+        if self.index_dialect:
+            return [self.value(item) for item in value]
+        whole = self.table.whole
+        out = []
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                ref = whole.get(item)
+                if ref is not None:
+                    item = self.read(ref)
+                elif '{{' in item:
+                    item = self.string(item)
+            elif kind is dict or kind is list:
+                item = self.value(item)
+            out.append(item)
         return out
 
     def read(self, ref: Bound) -> Any:
-        """The value `ref` points at: the referenced step's value (or the part its path selects), copied."""
+        """The value `ref` points at: the referenced step's value (or the part its path selects), copied once
+        for the arguments being resolved."""
         position = ref[_POSITION]
         if position >= 0:
             source = self.records[position]
@@ -509,7 +579,7 @@ class Resolver:
             found = self.item
             if ref[_PATH]:
                 found = lookup(found, False, Ref(*ref), self.missing, self.step)
-            return found if isinstance(found, _IMMUTABLE) else jsonable(found)
+            return found if isinstance(found, _IMMUTABLE) else self.copy(position, ref[_PATH], found, 0)
         elif position == INDEX_POSITION:
             return self.index
         else:
@@ -517,7 +587,27 @@ class Resolver:
         found = source.ref_value
         if ref[_PATH]:
             found = lookup(found, source.is_text, Ref(*ref), self.missing, self.step)
-        return found if isinstance(found, _IMMUTABLE) else jsonable(found)
+        return found if isinstance(found, _IMMUTABLE) else self.copy(position, ref[_PATH], found, source.size)
+
+    def copy(self, position: int, path: tuple[Segment, ...], found: Any, size: int) -> Any:
+        """`found` copied, or the copy these arguments already made of it; `size` is what its step's whole value
+        weighs (an upper bound for a part of it)."""
+        copies = self.copies
+        key = (position, path)
+        if copies is None:
+            copies = self.copies = {}
+        else:
+            made = copies.get(key, _NOT_COPIED)
+            if made is not _NOT_COPIED:
+                return made
+        self.copied += size
+        if self.copied > self.limit:
+            raise ResolveError(f'Step {self.step!r} refers to more data than one step may take: its references copy '
+                               f'{self.copied:,} bytes of earlier results into its arguments, more than the limit of '
+                               f'{self.limit:,}. Refer to the fields it needs ("$ref:STEP.field"), or select them '
+                               'with a select step first.')
+        made = copies[key] = jsonable(found)
+        return made
 
     def value(self, value: Any) -> Any:
         kind = type(value)
@@ -530,7 +620,7 @@ class Resolver:
                     return self.index_splice(value['$ref'], self.read(ref)) if self.index_dialect else self.read(ref)
             return {key: self.value(item) for key, item in value.items()}
         if kind is list:
-            return [self.value(item) for item in value]
+            return self.sequence(value)
         return value
 
     def index_splice(self, written: str, found: Any) -> str:

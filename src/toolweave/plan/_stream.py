@@ -32,19 +32,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import jiter
 
 from toolweave.approval import ApprovalLog, record_approvals, use_review_handler
-from toolweave.plan._executor import _Run, drive, open_run
-from toolweave.plan._model import EventHandler, Plan, PlanEvent, PlanStep, StepForms
+from toolweave.plan._kernel import Extension, Run
+from toolweave.plan._model import Plan, PlanStep, StepForms, StepStatus
+from toolweave.plan._observe import Events, observers
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
-from toolweave.plan._record import PlanRun
+from toolweave.plan._record import EventHandler, ItemRecord, PlanRun, StepRecord
 from toolweave.plan._refs import ID_PATTERN
+from toolweave.plan._review import Review
 from toolweave.plan._validate import Prepared, prepare
 from toolweave.tools import ToolCallContext, Toolset
 
@@ -89,12 +90,12 @@ class PlanStream:
         self._stopped: str | None = None if eager else 'early starts are off for this plan'
         """Why no more steps start early, if none do."""
         self._closed = False
-        self._run: _Run | None = None
+        self._run: Run | None = None
         self._done = anyio.Event()
         self._result: PlanRun | None = None
         self._error: Exception | None = None
         self._log: ApprovalLog | None = None
-        self._early: set[int] = set()
+        self._early = _Early()
 
     @property
     def started(self) -> bool:
@@ -177,9 +178,13 @@ class PlanStream:
         run = self._run
         if run is None:
             options = self.options
-            run = self._run = open_run(concurrency=options.concurrency, step_timeout=options.step_timeout,
+            extensions: list[Extension] = [self._early, Review(), *observers(self._on_event)]
+            for extension in extensions:
+                if isinstance(extension, Events):
+                    extension.eager = True  # until the plan is closed
+            run = self._run = Run.open(concurrency=options.concurrency, step_timeout=options.step_timeout,
                                        missing_field=options.missing_field, context=self.context,
-                                       on_event=self._observe, max_items=options.max_items)
+                                       extensions=extensions, max_items=options.max_items)
             self._task_group.start_soon(self._drive, run)
         run.grow(prepared, [index for index in range(len(self._steps)) if index not in self._accepted])
 
@@ -188,23 +193,16 @@ class PlanStream:
             self._stopped = reason
             logger.debug('No more steps of the streamed plan start early: %s', reason)
 
-    async def _drive(self, run: _Run) -> None:
+    async def _drive(self, run: Run) -> None:
         try:
             with record_approvals() as log, use_review_handler(self.options.review_handler):
                 self._log = log
-                self._result = await drive(run, timeout=self.options.timeout,
-                                           max_output_chars=self.options.max_output_chars)
+                self._result = await run.run(timeout=self.options.timeout,
+                                             max_output_chars=self.options.max_output_chars)
         except Exception as exc:  # raised where the plan's result is awaited (`close`), as a whole run raises it
             self._error = exc
         finally:
             self._done.set()
-
-    def _observe(self, event: PlanEvent) -> None:
-        if event.kind == 'step_started' and self._run is not None and self._run.arriving:
-            self._early.add(event.step.index)
-            event = replace(event, eager=True)
-        if self._on_event is not None:
-            self._on_event(event)
 
     async def close(self, prepared: Prepared) -> PlanRun | None:
         """The whole plan, validated: the run goes on with it, and its record is returned once it ends; `None` when
@@ -222,22 +220,38 @@ class PlanStream:
             await self.cancel('Cancelled: the whole plan reads differently from the step that started early; the '
                               'plan runs again as a whole')
             return None
+        for extension in run.extensions:
+            if isinstance(extension, Events):
+                extension.eager = False
         run.close(prepared)
         await self._done.wait()
         if self._error is not None:
             raise self._error
         result = self._result
         assert result is not None and self._log is not None
-        result.eager = tuple(record.id for record in result.steps if record.index in self._early)
+        result.eager = tuple(record.id for record in result.steps if record.index in self._early.started)
         result.approvals = self._log.records
         return result
 
-    async def cancel(self, reason: str) -> None:
+    async def cancel(self, reason: str) -> PlanRun | None:
         """Give up on the plan (it did not validate): cancel what started early, recorded as `cancelled` with
-        `reason`, and wait until it has stopped."""
+        `reason`, and wait until it has stopped. Returns the record of the steps that had started early (what
+        they did is kept and reported, never hidden), or `None` when none had."""
         self.abandon(reason)
-        if self._run is not None:
-            await self._done.wait()
+        if self._run is None:
+            return None
+        await self._done.wait()
+        result = self._result
+        if result is None or not self._early.started:
+            return None
+        started = tuple(record for record in result.steps if record.index in self._early.started)
+        early = PlanRun(Plan(tuple(record.step for record in started)), started,
+                        (tuple(record.id for record in started),), result.started_at, result.duration,
+                        max_output_chars=self.options.max_output_chars, name=self.name,
+                        eager=tuple(record.id for record in started))
+        if self._log is not None:
+            early.approvals = self._log.records
+        return early
 
     def abandon(self, reason: str) -> None:
         """Give up on the plan without waiting (its task group waits): what started early is cancelled."""
@@ -250,3 +264,19 @@ class PlanStream:
     def done(self) -> bool:
         """Whether the early run has ended (or never started)."""
         return self._run is None or self._done.is_set()
+
+
+class _Early(Extension):
+    """Notes the steps that start while the plan is still arriving."""
+
+    def __init__(self) -> None:
+        self.started: set[int] = set()
+        self.run: Run | None = None
+
+    def attach(self, run: Run) -> None:
+        self.run = run
+
+    def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
+                   item: ItemRecord | None) -> None:
+        if status == 'running' and item is None and self.run is not None and self.run.arriving:
+            self.started.add(record.index)

@@ -1,27 +1,29 @@
 """A plan run's spans: `execute_plan`, and under it one `plan_step {id}` span per step.
 
-The executor creates a `PlanTrace` only while tracing is on, and tells it three things: a worker runs a step
-(`step`: the step's span starts, and is current while the step runs, so that the step's `execute_tool` span nests
-under it), a step's status changed (`transition`: the span records the status and the error), and the run is over
-(`close`). A step's span ends when its step settles; a step cancelled while it runs settles when the run records
-it as cancelled, just before `close`; a step that never runs (skipped, cancelled before it started) gets a span
-of no length when it settles. The plan's span ends last, with the number of steps per status.
+A run attaches a `PlanTrace` (a kernel extension) only while tracing is on. A step's span starts when the step is
+taken up (`reviewing` or `running`), records each later status and the error, and is current around each call of
+the step's tool (`call`), so that the tool's `execute_tool` span nests under it. It ends when its step settles; a
+step cancelled while it runs settles when the run records it as cancelled, just before `finish`; a step that never
+runs (skipped, cancelled before it started) gets a span of no length when it settles. The plan's span starts with
+the run and ends last, with what the plan is and the number of steps per status.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Mapping
 from time import time_ns
 from typing import TYPE_CHECKING, Any, Final
 
 from toolweave._tracing import SpanScope, Tracing
+from toolweave.plan._kernel import Call, Extension, Run
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from toolweave.plan._model import StepStatus
-    from toolweave.plan._record import StepRecord
+    from toolweave.plan._record import ItemRecord, StepRecord
     from toolweave.plan._validate import Prepared
+    from toolweave.tools import ToolResult
 
 __all__ = ('PlanTrace',)
 
@@ -31,55 +33,54 @@ SETTLED: Final = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 """The statuses a step ends in."""
 
 
-class PlanTrace:
+class PlanTrace(Extension):
     """The spans of one plan run (see the module docstring)."""
 
-    __slots__ = ('_context', '_open', '_span', '_tracing')
-
-    def __init__(self, tracing: Tracing, prepared: Prepared) -> None:
+    def __init__(self, tracing: Tracing) -> None:
         from opentelemetry import trace
 
         self._tracing = tracing
-        self._span = tracing.start('execute_plan', _plan_attributes(prepared))
+        self._span = tracing.start('execute_plan', {})
         self._context = trace.set_span_in_context(self._span)
         self._open: dict[int, Span] = {}
         """The spans of the steps that started and have not settled, by position."""
 
-    def describe(self, prepared: Prepared) -> None:
-        """The whole plan has arrived (a plan whose steps started while it was written): say what it is."""
-        self._span.set_attributes(_plan_attributes(prepared))
-
-    async def step(self, record: StepRecord, run_step: Callable[[int], Awaitable[None]]) -> None:
-        """Run the step of `record` (`run_step(index)`) inside its span."""
-        span = self._open[record.index] = self._start(record)
-        try:
-            with SpanScope(self._tracing, span, end=False):
-                await run_step(record.index)
-        finally:
-            if record.status in SETTLED:
+    def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
+                   item: ItemRecord | None) -> None:
+        """Start the step's span when it is taken up; record each status on it; end it when the step settles (a
+        step that settles without having started gets a span of no length)."""
+        if item is not None:
+            return
+        span = self._open.get(record.index)
+        if span is None and (status == 'running' or status == 'reviewing'):
+            span = self._open[record.index] = self._start(record)
+        if span is not None:
+            self._record(span, status, record.error)
+            if status in SETTLED:
                 del self._open[record.index]
                 span.end()
-
-    def transition(self, record: StepRecord, status: StepStatus, error: str | None) -> None:
-        """Record a step's new status on its span; a step that settles without having started gets a span of no
-        length."""
-        span = self._open.get(record.index)
-        if span is not None:
-            self._record(span, status, error)
         elif status in SETTLED:
             now = time_ns()
             span = self._start(record, now)
-            self._record(span, status, error)
+            self._record(span, status, record.error)
             span.end(now)
 
-    def close(self, records: Sequence[StepRecord], *, stopped: BaseException | None, reason: str) -> None:
-        """End the step spans still open and the plan's span, with the number of steps per status. `stopped` is
-        the exception that stopped the run, if one did; `reason` says why steps were cancelled, if any were."""
+    async def call(self, record: StepRecord, item: ItemRecord | None, arguments: Any, proceed: Call) -> ToolResult:
+        """Each call of the step's tool runs inside the step's span."""
+        span = self._open.get(record.index)
+        if span is None:
+            return await proceed(arguments)
+        with SpanScope(self._tracing, span, end=False):
+            return await proceed(arguments)
+
+    def finish(self, run: Run, stopped: BaseException | None, reason: str) -> None:
+        """End the step spans still open and the plan's span, with the number of steps per status."""
         for span in self._open.values():
             span.end()
         self._open.clear()
+        self._span.set_attributes(_plan_attributes(run.prepared))
         counts: dict[str, int] = {}
-        for record in records:
+        for record in run.records:
             counts[record.status] = counts.get(record.status, 0) + 1
         self._span.set_attributes({f'{PLAN}.{status}': count for status, count in counts.items()})
         if stopped is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
@@ -21,7 +21,8 @@ from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._scan import RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
-__all__ = ('DEFAULT_MAX_ITEMS', 'PLAN_TOOL_NAMES', 'Prepared', 'StepKind', 'as_toolset', 'prepare', 'validate_plan')
+__all__ = ('DEFAULT_MAX_ITEMS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind', 'as_toolset', 'prepare',
+           'validate_plan')
 
 DEFAULT_MAX_ITEMS = 100
 """Elements a `for_each` step may run over, unless the run says otherwise."""
@@ -31,6 +32,11 @@ MAX_LISTED = 10
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
 """Meta-tools a plan step may never call: plans do not nest."""
 _NO_DEPS: tuple[int, ...] = ()
+
+
+class RunsPlans:
+    """Marks a tool that runs plans itself (`PlanTool`): a plan step may not call one, whatever its name, because
+    plans do not nest."""
 
 
 @dataclass(slots=True)
@@ -69,6 +75,9 @@ class Prepared:
     external: list[Any]
     """Records of earlier plans' steps the plan refers to (see `external_position`)."""
     max_items: int = DEFAULT_MAX_ITEMS
+    chains: list[int] = field(default_factory=list[int])
+    """Per step: the number of steps on the longest chain of dependents from it to the end of the plan (itself
+    included); the scheduler starts the step with the longest chain first."""
 
 
 def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
@@ -151,11 +160,11 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
         else:
             deps.append(tuple(dict.fromkeys(found)))
     _check_output_steps(plan, ids, problems)
-    waves, dependents = _graph(plan, deps, problems)
+    waves, dependents, chains = _graph(plan, deps, problems)
     if problems:
         return None, problems
     return Prepared(plan, resolved, rewrite, scanner.table, deps, dependents, waves, kinds, scanner.external,
-                    max_items), problems
+                    max_items, chains), problems
 
 
 def _contracts(resolved: list[Tool | None], plan: Plan, scanner: Scanner) -> tuple[Contracts, bool]:
@@ -268,8 +277,6 @@ def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -
 
 def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], problems: Problems,
                  refused: frozenset[str]) -> list[Tool | None]:
-    from toolweave.plan._meta import PlanTool
-
     cache: dict[str, Tool] = {}
     if not reported:  # the common case: look each distinct name up once, then one list in one pass
         for name in {step.tool for step in plan.steps if step.forms is None or not step.is_select}:
@@ -277,7 +284,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
                 found = tools.get(name) if name not in refused else None
             except UnknownToolError:
                 found = None
-            if found is None or isinstance(found, PlanTool):
+            if found is None or _runs_plans(found):
                 break
             cache[name] = found
         else:
@@ -308,7 +315,7 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
             tool: Tool | None = tools.get(name)
         except UnknownToolError:
             tool = None
-        if name in refused or isinstance(tool, PlanTool):
+        if name in refused or (tool is not None and _runs_plans(tool)):
             problems.add(index, f'{label}: Step {step.id!r} cannot call {name!r} (recursive plans are not '
                                 'allowed). Call the tools themselves as steps of this plan.')
             tool = None
@@ -337,6 +344,11 @@ def _hint(name: str, available: list[str], *, close: bool) -> str:
     return f'{mean} Closest of the {len(available)} tools: {", ".join(nearest)}.'
 
 
+def _runs_plans(tool: Tool) -> bool:
+    """Whether `tool` runs plans itself (a plan tool, under any name): a step may not call one."""
+    return tool.layer(RunsPlans) is not None
+
+
 def _did_you_mean(name: str, available: list[str]) -> str:
     lowered = {n.lower(): n for n in available}
     if name.lower() in lowered:
@@ -345,8 +357,10 @@ def _did_you_mean(name: str, available: list[str]) -> str:
     return f' Did you mean {close[0]!r}?' if close else ''
 
 
-def _graph(plan: Plan, deps: list[tuple[int, ...]], problems: Problems) -> tuple[list[int], list[tuple[int, ...]]]:
-    """Kahn's algorithm over the steps in plan order: waves, dependents and every cycle (named by path)."""
+def _graph(plan: Plan, deps: list[tuple[int, ...]],
+           problems: Problems) -> tuple[list[int], list[tuple[int, ...]], list[int]]:
+    """Kahn's algorithm over the steps in plan order: waves, dependents, the longest chain of dependents from each
+    step (walking the same order backwards), and every cycle (named by path)."""
     n = len(deps)
     # Dependents in one flat list (a counting sort by dependency), then one tuple of ints per step: no list per
     # step that outlives this function, so building the graph adds next to nothing for the garbage collector.
@@ -376,7 +390,14 @@ def _graph(plan: Plan, deps: list[tuple[int, ...]], problems: Problems) -> tuple
                 queue.append(child)
     if len(queue) < n:
         _report_cycles(plan, deps, remaining, problems)
-    return waves, dependents
+        return waves, dependents, []
+    chains = [1] * n
+    for node in reversed(queue):  # every dependent comes after its dependencies in `queue`
+        here = chains[node] + 1
+        for parent in deps[node]:
+            if chains[parent] < here:
+                chains[parent] = here
+    return waves, dependents, chains
 
 
 def _report_cycles(plan: Plan, deps: list[tuple[int, ...]], remaining: list[int], problems: Problems) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 from toolweave.approval import ReviewDecision
 from toolweave.exceptions import UserError
-from toolweave.plan._executor import Prefill
+from toolweave.plan._kernel import Prefill
 from toolweave.plan._model import Condition, Plan, PlanStep, StepForms, StepStatus
-from toolweave.plan._record import StepRecord, parse_output
+from toolweave.plan._record import ItemRecord, StepRecord, parse_output
 from toolweave.plan.durable._store import Transition
 
 __all__ = (
@@ -98,17 +98,22 @@ def decision_from(data: Mapping[str, Any]) -> ReviewDecision:
     return ReviewDecision(data['kind'], data.get('revised'), data.get('reason'))
 
 
-def transition_of(record: StepRecord, status: StepStatus, at: float,
-                  detail: Mapping[str, Any] | None) -> Transition:
-    """The transition a record's move to `status` is stored as (a successful step keeps its output once: its
-    value too only when it is not read from the output)."""
+def transition_of(record: StepRecord, status: StepStatus, at: float, detail: Mapping[str, Any] | None,
+                  item: ItemRecord | None = None) -> Transition:
+    """The transition a record's (or its element's) move to `status` is stored as (a successful step keeps its
+    output once: its value too only when it is not read from the output)."""
+    assert status != 'pending'
+    if item is not None:
+        if status == 'succeeded':
+            return Transition(record.id, status, at, None, item.output, dumps(item.value), 0, None, item.index)
+        return Transition(record.id, status, at, item.error, None, None, 0, None if not detail else dumps(detail),
+                          item.index)
     if status == 'succeeded':
         if record.from_output:
             return Transition(record.id, status, at, None, record.output, None,
                               FROM_OUTPUT | (IS_TEXT if record.is_text else 0))
         return Transition(record.id, status, at, None, record.output, dumps(record.ref_value),
                           IS_TEXT if record.is_text else 0)
-    assert status != 'pending'
     return Transition(record.id, status, at, record.error, None, None, 0, None if not detail else dumps(detail))
 
 
@@ -135,6 +140,8 @@ class StepState:
     """The last decision recorded for the step (it stays: a step run again after a crash is not asked again)."""
     decided_last: bool = False
     """Whether that decision came after the last other transition (a parked step with a decision to run under)."""
+    arguments: Any = None
+    """The arguments its last start ran with when a reviewer's edit changed them (`None`: the plan's own)."""
 
 
 @dataclass(slots=True)
@@ -162,6 +169,8 @@ def fold(transitions: Sequence[Transition]) -> Folded:
             state.decision = decision_from(json.loads(t.detail or '{}'))
             state.decided_last = True
             continue
+        if t.status == 'running':
+            state.arguments = json.loads(t.detail).get('arguments') if t.detail else None
         state.last = t
         state.decided_last = False
     return folded

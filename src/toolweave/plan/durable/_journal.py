@@ -1,9 +1,10 @@
 """`Journal`: a run's step transitions on their way to its store, written ahead of every tool call.
 
-The executor notes each transition (`record`, `ready`): a cheap append to a buffer. `flush` writes the buffer in
-one transaction. The executor flushes before it calls a step's tool and before a worker pauses, so a step's
-`running` row is in the store before its tool can do anything, and a finished step's row is in the store before
-any step started after it, or before the run waits. Steps that start together share one commit: while one flush
+A kernel extension: the kernel tells it each transition (`transition`, `ready`), a cheap append to a buffer, and
+awaits `sync` (`flush`: the buffer in one transaction) before it calls a step's tool, before a reviewer is asked
+and before a worker pauses, so a step's `running` row is in the store before its tool can do anything, a step
+being reviewed is on record as such before anyone is asked, and a finished step's row is in the store before any
+step started after it, or before the run waits. Steps that start together share one commit: while one flush
 waits on the store in a worker thread, the steps that start meanwhile note their rows and queue behind it, and the
 next write takes them all (a network database: the round trip dominates). A local SQLite file is written straight
 from the event loop instead, one commit per step start: a step that waited for a thread would be suspended, and
@@ -20,16 +21,17 @@ import anyio
 import anyio.to_thread
 
 from toolweave.exceptions import PlanStoreError
+from toolweave.plan._kernel import Extension
 from toolweave.plan._model import StepStatus
-from toolweave.plan._record import StepRecord
+from toolweave.plan._record import ItemRecord, StepRecord
 from toolweave.plan.durable._codec import transition_of
 from toolweave.plan.durable._store import PlanStore, Transition
 
 __all__ = ('Journal',)
 
 
-class Journal:
-    """The `StepJournal` of one durable run (see the module docstring)."""
+class Journal(Extension):
+    """The journal of one durable run (see the module docstring)."""
 
     def __init__(self, store: PlanStore, run_id: str, owner: str) -> None:
         self.store = store
@@ -43,8 +45,11 @@ class Journal:
         self.failure: PlanStoreError | None = None
         self._lock: anyio.Lock | None = None
 
-    def record(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None) -> None:
-        self.buffer.append(transition_of(record, status, time.time(), detail))
+    def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
+                   item: ItemRecord | None) -> None:
+        if status == 'running' and item is None and record.given is not None:
+            detail = {**(detail or {}), 'arguments': record.given}  # a reviewer's edit: what the tool runs with
+        self.buffer.append(transition_of(record, status, time.time(), detail, item))
         self.noted += 1
 
     def ready(self, record: StepRecord) -> None:
@@ -54,6 +59,9 @@ class Journal:
     def note(self, transition: Transition) -> None:
         self.buffer.append(transition)
         self.noted += 1
+
+    async def sync(self) -> None:
+        await self.flush()
 
     async def flush(self) -> None:
         if self.failure is not None:
@@ -71,7 +79,8 @@ class Journal:
             async with self._lock:  # one write at a time; whoever waited writes what was noted meanwhile too
                 if self.written < target:
                     batch, self.buffer = self.buffer, []  # taken here, in the event loop's thread
-                    await anyio.to_thread.run_sync(self._write, batch)
+                    with anyio.CancelScope(shield=True):  # a batch taken is written, even by a cancelled task
+                        await anyio.to_thread.run_sync(self._write, batch)
 
     def _write(self, batch: list[Transition]) -> None:
         try:

@@ -33,12 +33,12 @@ import anyio.to_thread
 
 from toolweave.approval import ReviewDecision, ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanMismatchError, PlanStoreError, PlanValidationError, UserError
-from toolweave.plan._executor import Ahead, Prefill, execute
-from toolweave.plan._model import EventHandler
+from toolweave.plan._kernel import Prefill, Run
+from toolweave.plan._observe import observers
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems
-from toolweave.plan._record import PlanRun
-from toolweave.plan._review import review_ahead
+from toolweave.plan._record import EventHandler, PlanRun
+from toolweave.plan._review import Decided, review_ahead, reviewing
 from toolweave.plan._validate import Prepared, as_toolset, prepare
 from toolweave.plan.durable._codec import (
     Folded,
@@ -283,49 +283,54 @@ async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Too
     beat = _Heartbeat(store, run_id, owner)
     status: RunStatus | None = None
     try:
-        prepared, ahead = await _ahead(store, info, journal, prepared, tools, options, folded, context, refused)
+        prepared, ended, decided = await _ahead(store, info, journal, prepared, tools, options, folded, context,
+                                                refused)
         beat.start()
         async with _on_workers(store, options, run_id, prepared, folded) as prepared:
-            run = await execute(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
-                                timeout=options.timeout, missing_field=options.missing_field, context=context,
-                                on_event=on_event, max_output_chars=options.max_output_chars, journal=journal,
-                                ahead=ahead)
+            run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
+                      missing_field=options.missing_field, context=context,
+                      extensions=[journal, *reviewing(prepared, decided), *observers(on_event)], ended=ended,
+                      park=decided.park)
+            if decided.rejected is not None:
+                run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
+            result = await run.run(timeout=options.timeout, max_output_chars=options.max_output_chars)
         await journal.flush()
-        status = 'suspended' if run.parked else 'finished' if run.succeeded + run.failed + run.skipped + (
-            run.cancelled if ahead is not None and ahead.rejected is not None else 0) == run.total else 'stopped'
+        status = 'suspended' if result.parked else 'finished' if result.succeeded + result.failed + result.skipped + (
+            result.cancelled if decided.rejected is not None else 0) == result.total else 'stopped'
     finally:
         beat.stop()
         with anyio.CancelScope(shield=True):
             await _let_go(store, run_id, owner, status, journal)
-    run.run_id = run_id
-    return run
+    result.run_id = run_id
+    return result
 
 
 async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Prepared, tools: Toolset,
                  options: RunOptions, folded: Folded, context: ToolCallContext,
-                 refused: frozenset[str]) -> tuple[Prepared, Ahead]:
-    """What the stored run, and a whole-plan review (once per run), tell about its steps before they run."""
+                 refused: frozenset[str]) -> tuple[Prepared, dict[int, Prefill], Decided]:
+    """What the stored run, and a whole-plan review (once per run), tell about its steps before they run: the plan
+    (as the reviewer left it), the steps that ended, and the decisions and steps to park."""
     if info.review is not None or options.review_mode != 'whole_plan':
-        ahead = _from_folded(prepared, folded, workers=options.workers is not None)
-        ahead.rejected = None if info.review is None else json.loads(info.review).get('rejected')
-        return prepared, ahead
-    reviewed, decided = await review_ahead(prepared, tools, context, max_steps=options.max_steps, refused=refused)
-    ahead = _from_folded(reviewed, folded, workers=options.workers is not None)
-    if decided is None:
-        return reviewed, ahead
+        ended, decided = _from_folded(prepared, folded, workers=options.workers is not None)
+        decided.rejected = None if info.review is None else json.loads(info.review).get('rejected')
+        return prepared, ended, decided
+    reviewed, review = await review_ahead(prepared, tools, context, max_steps=options.max_steps, refused=refused)
+    ended, decided = _from_folded(reviewed, folded, workers=options.workers is not None)
+    if review is None:
+        return reviewed, ended, decided
     now = time.time()
     steps = reviewed.plan.steps
-    for index, decision in decided.decisions.items():
+    for index, decision in review.decisions.items():
         journal.note(Transition(steps[index].id, 'decided', now, decision.reason,
                                 detail=dumps(decision_data(decision))))
     await journal.flush()
-    review = {'rejected': decided.rejected, 'parked': {steps[i].id: reason for i, (reason, _) in decided.park.items()}}
-    await _call(store, store.update, info.run_id, journal.owner, review=dumps(review),
+    stored = {'rejected': review.rejected, 'parked': {steps[i].id: reason for i, (reason, _) in review.park.items()}}
+    await _call(store, store.update, info.run_id, journal.owner, review=dumps(stored),
                 plan=plan_text(reviewed.plan) if reviewed is not prepared else None)
-    ahead.decisions = {**ahead.decisions, **decided.decisions}
-    ahead.park = {**{i: p for i, p in decided.park.items() if i not in ahead.ended}, **ahead.park}
-    ahead.rejected = decided.rejected
-    return reviewed, ahead
+    decided.decisions = {**decided.decisions, **review.decisions}
+    decided.park = {**{i: p for i, p in review.park.items() if i not in ended}, **decided.park}
+    decided.rejected = review.rejected
+    return reviewed, ended, decided
 
 
 def _on_workers(store: PlanStore, options: RunOptions, run_id: str, prepared: Prepared,
@@ -339,36 +344,36 @@ def _on_workers(store: PlanStore, options: RunOptions, run_id: str, prepared: Pr
     return dispatched(store, options.workers, run_id, prepared, folded)
 
 
-def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -> Ahead:
-    """The executor's view of the stored transitions (see the module docstring for the rules). On `workers`, a
-    step that had started is called again whatever its tool: the call attaches to the workflow that ran it (by its
-    id), which gives its recorded outcome, or parks it if its worker died and its tool may not run twice."""
+def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -> tuple[dict[int, Prefill], Decided]:
+    """The kernel's and the reviewer's view of the stored transitions (see the module docstring for the rules):
+    the steps that ended, and the decisions and steps to park. On `workers`, a step that had started is called
+    again whatever its tool: the call attaches to the workflow that ran it (by its id), which gives its recorded
+    outcome, or parks it if its worker died and its tool may not run twice."""
     ended: dict[int, Prefill] = {}
-    park: dict[int, tuple[str, Mapping[str, Any]]] = {}
-    decisions: dict[int, ReviewDecision] = {}
+    decided = Decided()
     for index, step in enumerate(prepared.plan.steps):
         state = folded.steps.get(step.id)
         if state is None:
             continue
         if state.decision is not None:
-            decisions[index] = state.decision
+            decided.decisions[index] = state.decision
         last = state.last
         if last is None or state.decided_last:
             continue
         if last.status in ('succeeded', 'failed', 'skipped'):
-            ended[index] = prefill(last)
+            ended[index] = prefill(last)._replace(arguments=state.arguments)
         elif last.status == 'parked':
-            park[index] = (last.error or 'waiting for a decision', json.loads(last.detail or '{}'))
+            decided.park[index] = (last.error or 'waiting for a decision', json.loads(last.detail or '{}'))
         elif last.status == 'running' or (last.status == 'cancelled' and json.loads(last.detail or '{}').get(
                 'started')):
             tool = prepared.tools[index]
             if not workers and tool is not None and not _runs_again(tool):
-                park[index] = (
+                decided.park[index] = (
                     f'Unknown after a crash: the step started at {when(last.at)} and its run stopped before it '
                     f'ended. Its tool {tool.name!r} is not marked idempotent or read-only, so it was not run again. '
                     'Approve to run it again, or reject to fail it.',
                     {'unknown_after_crash': True, 'started_at': last.at, 'tool': tool.name})
-    return Ahead(ended, park, decisions)
+    return ended, decided
 
 
 def _runs_again(tool: Tool) -> bool:

@@ -31,10 +31,11 @@ RunStatus: TypeAlias = Literal['running', 'suspended', 'finished', 'stopped']
 """`running`: a process holds the run (or held it until it crashed: see `RunInfo.owner`); `suspended`: steps are
 parked, waiting for decisions; `finished`: every step ended; `stopped`: the run was cancelled, timed out or
 stopped by an error, and can be resumed."""
-TransitionStatus: TypeAlias = Literal['ready', 'running', 'parked', 'decided', 'succeeded', 'failed', 'skipped',
-                                      'cancelled']
+TransitionStatus: TypeAlias = Literal['ready', 'reviewing', 'running', 'parked', 'decided', 'succeeded', 'failed',
+                                      'skipped', 'cancelled']
 """A step's status as the journal records it: the plan's step statuses, plus `ready` (its dependencies have all
-finished) and `decided` (a decision arrived for a parked step)."""
+finished) and `decided` (a decision arrived for a parked step). A step whose last status is `reviewing` was being
+reviewed when its run stopped: its tool was not called, and it is asked again."""
 
 LEASE_SECONDS = 60.0
 """How long a run's owner may go without a heartbeat before another process may take the run over. A process
