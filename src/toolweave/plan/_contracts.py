@@ -5,10 +5,15 @@ tool's `outputSchema`).
 Only definite problems are reported: a reference whose type is unknown (no output schema, an `$item`, text
 spliced into a string) fits anywhere, and a type the tool's own validation may coerce (the text "5" for an
 integer) is let through, as the tool would let it through at run time.
+
+A schema that cannot be read within bounded work (`schema_problem`: one that refers to itself, points nowhere, is
+too deep or too large, or is not JSON Schema) is not used: the tool's arguments or output are then not checked
+before the plan runs (a warning says so, once per schema), and the tool still checks its arguments when called.
 """
 
 from __future__ import annotations
 
+import logging
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -20,8 +25,11 @@ from pydantic import BaseModel, TypeAdapter
 
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
 from toolweave.tools import FunctionTool, Tool, ToolResult
+from toolweave.tools._schema_check import schema_problem
 
 __all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'output_schema', 'schema_at')
+
+logger = logging.getLogger('toolweave.plan')
 
 _SCALARS = {str: 'string', bool: 'boolean', int: 'integer', float: 'number', type(None): 'null', dict: 'object',
             list: 'array'}
@@ -174,15 +182,33 @@ def _return_schema(function: Callable[..., Any]) -> Mapping[str, Any] | None:
 
 def output_schema(tool: Tool) -> Mapping[str, Any] | None:
     """The JSON schema of a tool's value, when it declares one: `metadata.extra['output_schema']` (MCP tools' own
-    `outputSchema`), else a `@tool` function's return annotation (through wrappers that keep its parameters)."""
+    `outputSchema`), else a `@tool` function's return annotation (through wrappers that keep its parameters). A
+    declared schema that cannot be used (`schema_problem`) counts as none."""
     definition = tool.definition
     declared = definition.metadata.extra.get('output_schema')
     if isinstance(declared, Mapping):
-        return declared
+        return declared if usable(declared, definition.name, 'output') else None
     function_tool = tool.layer(FunctionTool)
     if function_tool is None or function_tool.definition.parameters != definition.parameters:
         return None
     return _return_schema(function_tool.function)
+
+
+_WARNED: dict[int, Any] = {}
+
+
+def usable(schema: Any, tool: str, kind: str) -> bool:
+    """Whether `schema` can be used (see the module); the first time one cannot, a warning says why."""
+    problem = schema_problem(schema)
+    if problem is None:
+        return True
+    if _WARNED.get(id(schema)) is not schema:
+        if len(_WARNED) >= 1024:
+            _WARNED.clear()
+        _WARNED[id(schema)] = schema
+        logger.warning('Tool %r: its %s schema is not used to check plans before they run: %s. The tool checks its '
+                       'own arguments when it is called.', tool, kind, problem)
+    return False
 
 
 # --- checking arguments -------------------------------------------------------------------------------------------
@@ -198,7 +224,7 @@ class Contract:
         self.name = definition.name
         self.schema: Mapping[str, Any] = definition.parameters
         self.output = output_schema(tool)
-        schema = self.schema
+        schema = self.schema if usable(self.schema, self.name, 'input') else {}
         properties = schema.get('properties')
         self.properties: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
         required = schema.get('required')
@@ -262,9 +288,13 @@ class Contract:
         return problems
 
     def _check_full(self, arguments: Mapping[str, Any], validator: Draft202012Validator) -> list[str]:
+        try:
+            errors = list(validator.iter_errors(arguments))
+        except RecursionError:  # arguments nested deeper than the validator can follow: the tool checks them
+            return []
         problems: list[str] = []
         seen: set[str] = set()
-        for error in validator.iter_errors(arguments):
+        for error in errors:
             where = _where(error)
             instance = error.instance
             if isinstance(instance, Reference):
