@@ -68,7 +68,7 @@ BAD = [
     Bad('to_string(&a)', '`&` makes an expression reference'),
     Bad('abs(`"x"`)', 'argument 1 of abs() must be number, got string "x".'),
     Bad("join(', ', `[1, 2]`)", 'argument 2 of join() must be array-string, got array [1, 2].'),
-    Bad("from_json(`1`)", 'argument 1 of from_json() must be string, got number 1.'),
+    Bad('from_json(`1`)', 'argument 1 of from_json() must be string, got number 1.'),
     Bad('`1e999`', 'a literal number is out of range (it reads as infinity): JSON numbers are finite.'),
     Bad('length(@, @) | foo(@)', 'unknown function foo()'),
 ]
@@ -124,7 +124,7 @@ EXPENSIVE = [
     Expensive(' | '.join(['[@, @]'] * 22), [1], 'the expression builds a value larger than 8 MB as JSON'),
     Expensive('[' + ', '.join(['@'] * 40) + '] | [' + ', '.join(['@'] * 40) + '] | [' + ', '.join(['@'] * 40)
               + '] | [' + ', '.join(['@'] * 40) + ']', [1], 'larger than 8 MB'),
-    Expensive("join('', [@, @])" + ' | join(\'\', [@, @])' * 40, 'ab', 'larger than 8 MB'),
+    Expensive("join('', [@, @])" + " | join('', [@, @])" * 40, 'ab', 'larger than 8 MB'),
     Expensive('to_string([@, @, @, @]) | to_string([@, @, @, @]) | to_string([@, @, @, @])',
               ['x' * 1000] * 1000, 'larger than 8 MB'),
     Expensive('sort(@)', list(range(300_000)), 'needs more than 2,000,000 steps of work'),
@@ -211,5 +211,5 @@ async def test_from_json_of_a_value_that_is_not_text_fails_the_step() -> None:
     plan = {'steps': [{'id': 'src', 'tool': 'source', 'arguments': {}},
                       {'id': 'x', 'from': '$ref:src', 'select': 'from_json(@)'}]}
     run = await toolweave.run_plan(plan, [source([1])])
-    assert 'In function from_json(), invalid type for value: [1], expected one of: [\'string\']' in (
+    assert "In function from_json(), invalid type for value: [1], expected one of: ['string']" in (
         run.step('x').error or '')

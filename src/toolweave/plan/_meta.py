@@ -16,7 +16,7 @@ from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
 from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
-from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
+from toolweave.plan._parse import DEFAULT_MAX_BYTES, EMPTY_PLAN, loads_async, parse_async, plan_bytes, too_large
 from toolweave.plan._plan_schema import (
     PlanSchema,
     SchemaTooLarge,
@@ -137,12 +137,13 @@ class PlanTool(Tool):
         store: StoreLike | None = None,
         plan_schema: PlanSchema = 'compact',
         max_items: int = DEFAULT_MAX_ITEMS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.tools = as_toolset(tools)
         self.dialect: Literal['id', 'index'] = dialect
         self.options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                                   review_handler, review_mode, None if store is None else open_store(store),
-                                  max_items)
+                                  max_items, max_bytes=max_bytes)
         self.on_event = on_event
         default_name = 'execute_tool_plan' if dialect == 'id' else 'execute_plan'
         self.schema_note: str | None = None
@@ -216,8 +217,10 @@ class PlanTool(Tool):
                 streamed.abandon('Cancelled: an index-based plan starts nothing early')
             return await self._execute_index(arguments, context)
         data: Any = arguments if arguments is not None else {}
-        data = self._without_unset_nulls(data)
-        parsed = parse_lenient(data)  # either dialect is accepted; the schema shows the id-based one
+        options = self.options
+        # Either dialect is accepted (the schema shows the id-based one); a large plan is read off the event loop.
+        parsed = await parse_async(data, max_bytes=options.max_bytes, max_steps=options.max_steps,
+                                   clean=self._step_without_unset_nulls)
         try:
             run = await self._run(parsed, context, earlier, name, streamed)
         except PlanValidationError as exc:
@@ -231,19 +234,9 @@ class PlanTool(Tool):
                 streamed.abandon('Cancelled: the plan call ended before its run did')
         return ToolResult.success(run.summary, run)
 
-    def _without_unset_nulls(self, data: Any) -> Any:
+    def _step_without_unset_nulls(self, step: Any) -> Any:
         """Strict schemas make a model send `null` for every optional argument it leaves out: drop those the
         tool's own schema does not accept (there, `null` can only mean "not given")."""
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except (json.JSONDecodeError, RecursionError):
-                return data
-        if not isinstance(data, Mapping) or not isinstance(data.get('steps'), list):
-            return data
-        return {**data, 'steps': [self._step_without_unset_nulls(step) for step in data['steps']]}
-
-    def _step_without_unset_nulls(self, step: Any) -> Any:
         if isinstance(step, dict) and isinstance(step.get('tool'), str) and isinstance(step.get('arguments'), dict):
             tool = self.tools.find(step['tool'])
             if tool is not None:
@@ -258,15 +251,19 @@ class PlanTool(Tool):
                                 streamed=streamed)
 
     async def _execute_index(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        text = _plan_text(arguments)
+        limit = self.options.max_bytes
+        size = plan_bytes(arguments, limit) if isinstance(arguments, str) else None
+        if size is not None:
+            return ToolResult.success(json.dumps({'error': f'Plan validation failed: {too_large(size, limit)}'}))
+        text = await _plan_text(arguments)
         if text is None:
             return ToolResult.success(json.dumps({'error': 'Plan validation failed: the tool takes one string '
                                                   'argument "plan" holding the plan JSON'}))
         try:
-            data = json.loads(text) if isinstance(text, str) else text
+            data = await loads_async(text) if isinstance(text, str) else text
         except (json.JSONDecodeError, RecursionError):
             return ToolResult.success(json.dumps({'error': f'Invalid JSON: {str(text)[:100]}...'}))
-        parsed = parse_lenient(data, 'index')
+        parsed = await parse_async(data, 'index', max_bytes=limit, max_steps=self.options.max_steps)
         try:
             run = await self._run(parsed, context)
         except PlanValidationError as exc:
@@ -278,10 +275,10 @@ class PlanTool(Tool):
         return ToolResult.success(run.digest(), run)
 
 
-def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
+async def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = await loads_async(arguments)
         except (json.JSONDecodeError, RecursionError):
             return arguments  # the model sent the plan itself rather than {"plan": ...}
     if not isinstance(arguments, Mapping):
