@@ -49,11 +49,12 @@ class LoopWatch:
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: TracebackType | None) -> bool | None:
+                        traceback: TracebackType | None) -> None:
         self._lap()
         assert self._group is not None
         self._group.cancel_scope.cancel()
-        return await self._group.__aexit__(kind, error, traceback)
+        # Only the ticker is left in the group: it ends cleanly, and what the block raised propagates unchanged.
+        await self._group.__aexit__(None, None, None)
 
     async def _tick(self) -> None:
         while True:
