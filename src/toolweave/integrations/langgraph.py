@@ -139,14 +139,14 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
     name = definition.name
 
     async def run(config: RunnableConfig, /, **arguments: Any) -> str:
-        approved: tuple[str, ...] = ()
+        approved = False
         if definition.metadata.requires_approval:
             shown = json.dumps(arguments, default=str)
             answer = _ask({'tool': name, 'arguments': arguments, 'description': f'{name}: {shown}'})
             if not answer['approved']:
                 raise _rejection(answer, f'{name}: {shown}')
-            arguments = answer.get('arguments', arguments)
-            approved = (name,)
+            arguments = answer.get('arguments', arguments)  # the call they approved: as it was, or as they edited it
+            approved = True
         result = await call_tool(tool, arguments, call_context(context, config), adapter='langchain_tool',
                                  approved=approved, review_handler=review_handler)
         return _returned(result)
@@ -268,12 +268,12 @@ def plan_tool(
 
     async def run(config: RunnableConfig, /, **arguments: Any) -> str:
         steps = Toolset([_step_tool(tool, config) for tool in pool])
-        review = plan_review(arguments, steps)
+        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
+        review = await plan_review(planner, arguments)
         if review is not None:
             answer = _ask({'tool': name, 'arguments': arguments, **review_payload(review)})
             if not answer['approved']:
                 raise _rejection(answer, 'the plan did not run')
-        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
         result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
                                  plan=review, review_handler=review_handler)
         return _returned(result)

@@ -38,7 +38,7 @@ from toolweave.integrations._common import (
     plan_review,
     whole_plan_tool,
 )
-from toolweave.plan import planning_instructions
+from toolweave.plan import PlanTool, planning_instructions
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult, Toolset
 
 try:
@@ -88,7 +88,7 @@ def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         # The SDK invokes a tool with `needs_approval` only once a human approved the call.
         result = await call_tool(tool, arguments, call_context(context, ctx), adapter='function_tool',
-                                 approved=(definition.name,) if gated else (), review_handler=review_handler)
+                                 approved=gated, review_handler=review_handler)
         return result.text
 
     return _ToolweaveFunctionTool(
@@ -257,15 +257,18 @@ def plan_tool(
     pool = tools if isinstance(tools, list) else list(tools)
     definition = plan_definition(name, concurrency, step_timeout, timeout)
 
+    async def planner(run_context: RunContextWrapper[Any]) -> PlanTool:
+        return whole_plan_tool(await _step_tools(pool, run_context), name=name, concurrency=concurrency,
+                               step_timeout=step_timeout, timeout=timeout)
+
     async def needs_approval(run_context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
-        return plan_review(arguments, await _step_tools(pool, run_context)) is not None
+        return await plan_review(await planner(run_context), arguments) is not None
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
-        steps = await _step_tools(pool, ctx)
-        approved = plan_review(arguments, steps)  # the SDK asked; the human said yes
-        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
+        plans = await planner(ctx)
+        approved = await plan_review(plans, arguments)  # the SDK asked; the human said yes to this plan
         try:
-            result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
+            result = await call_tool(plans, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
                                      plan=approved, review_handler=review_handler)
         except _GuardrailTripped as tripped:
             raise tripped.error from None

@@ -17,6 +17,7 @@ import copy
 import inspect
 from collections.abc import Sequence
 from contextlib import nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +26,7 @@ import pydantic_core
 from pydantic_core import core_schema
 
 from toolweave.approval import ReviewHandler
-from toolweave.exceptions import UserError
+from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UserError
 from toolweave.integrations._common import (
     Arguments,
     ContextSource,
@@ -57,6 +58,22 @@ __all__ = ('PlanToolset', 'ToolPlanning', 'ToolweaveToolset', 'toolweave_tools')
 
 _ARGUMENTS = pydantic_core.SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
 """A JSON object; the toolweave tool validates its own arguments and tells the model every problem at once."""
+
+
+_delegated: ContextVar[str | None] = ContextVar('toolweave_pydantic_ai_delegated', default=None)
+"""The tool a plan step is calling through the pydantic-ai toolset it came from: when that toolset turns out to be
+a `ToolweaveToolset`, the step's own `Tool.call` (review, span, metrics) stands for the tool's, which then only
+runs its body, as a wrapper's delegate does: each step is reviewed, traced and recorded once."""
+
+
+async def _execute(tool: Tool, arguments: Arguments, context: ToolCallContext) -> ToolResult:
+    """`tool.execute`, an exception becoming a failure result as `Tool.call` makes it."""
+    try:
+        return await tool.execute(arguments, context)
+    except (ToolConfigurationError, ControlFlowSignal):
+        raise
+    except Exception as exc:
+        return ToolResult.from_exception(exc)
 
 
 def _returned(result: ToolResult) -> str:
@@ -108,8 +125,12 @@ class ToolweaveToolset(AbstractToolset[AgentDepsT]):
         gated = found.definition.metadata.requires_approval
         if gated and not ctx.tool_call_approved:
             raise ApprovalRequired({'tool': name, 'arguments': tool_args})
-        result = await call_tool(found, tool_args, call_context(self.context, ctx), adapter='ToolweaveToolset',
-                                 approved=(name,) if gated else (), review_handler=self.review_handler)
+        context = call_context(self.context, ctx)
+        if _delegated.get() == name:  # a plan step calling this tool: its call (review, span, record) is running
+            _delegated.set(None)
+            return _returned(await _execute(found, tool_args, context))
+        result = await call_tool(found, tool_args, context, adapter='ToolweaveToolset', approved=gated,
+                                 review_handler=self.review_handler)
         return _returned(result)
 
     def __repr__(self) -> str:
@@ -149,6 +170,7 @@ class _PydanticAITool(Tool):
 
     async def execute(self, arguments: Arguments, context: ToolCallContext) -> ToolResult:
         name = self._definition.name
+        token = _delegated.set(name)  # a toolweave tool behind it runs its body only: this call is its call
         try:
             value = await self._call(arguments)
         except ValidationError as exc:
@@ -161,6 +183,8 @@ class _PydanticAITool(Tool):
                 f'Tool {name!r} asked to be approved or completed outside the run when it was called, which a plan '
                 f'step cannot wait for. Call {name!r} directly instead of in a plan.'
             )
+        finally:
+            _delegated.reset(token)
         if isinstance(value, ToolReturn):
             value = value.return_value
         text = value if isinstance(value, str) else pydantic_core.to_json(value, fallback=str).decode()
@@ -254,11 +278,11 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
         if name != self.name:
             return await super().call_tool(name, tool_args, ctx, tool)
         steps = as_toolset(await toolweave_tools(self.wrapped, ctx))
-        review = plan_review(tool_args, steps)
+        planner = whole_plan_tool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
+                                  timeout=self.timeout)
+        review = await plan_review(planner, tool_args)
         if review is not None and not ctx.tool_call_approved:
             raise ApprovalRequired(review_payload(review))
-        planner = whole_plan_tool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
-                            timeout=self.timeout)
         result = await call_tool(planner, tool_args, ToolCallContext.EMPTY, adapter='PlanToolset',
                                  plan=review, review_handler=self.review_handler)
         return _returned(result)

@@ -12,11 +12,19 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolweave.approval import ReviewHandler
+from toolweave.approval import PlanReviewRequest, ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
 from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
-from toolweave.plan._parse import DEFAULT_MAX_BYTES, EMPTY_PLAN, loads_async, parse_async, plan_bytes, too_large
+from toolweave.plan._parse import (
+    DEFAULT_MAX_BYTES,
+    EMPTY_PLAN,
+    Parsed,
+    loads_async,
+    parse_async,
+    plan_bytes,
+    too_large,
+)
 from toolweave.plan._plan_schema import (
     PlanSchema,
     SchemaTooLarge,
@@ -26,9 +34,10 @@ from toolweave.plan._plan_schema import (
     typed_schema,
 )
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
+from toolweave.plan._review import plan_review_request
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, as_toolset
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, as_toolset, prepare_async
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
@@ -216,11 +225,7 @@ class PlanTool(Tool):
             if streamed is not None:
                 streamed.abandon('Cancelled: an index-based plan starts nothing early')
             return await self._execute_index(arguments, context)
-        data: Any = arguments if arguments is not None else {}
-        options = self.options
-        # Either dialect is accepted (the schema shows the id-based one); a large plan is read off the event loop.
-        parsed = await parse_async(data, max_bytes=options.max_bytes, max_steps=options.max_steps,
-                                   clean=self._step_without_unset_nulls)
+        parsed = await self._parsed(arguments)
         try:
             run = await self._run(parsed, context, earlier, name, streamed)
         except PlanValidationError as exc:
@@ -233,6 +238,28 @@ class PlanTool(Tool):
             if streamed is not None:  # whatever went wrong, nothing started early outlives the call
                 streamed.abandon('Cancelled: the plan call ended before its run did')
         return ToolResult.success(run.summary, run)
+
+    async def _parsed(self, arguments: ToolArguments) -> Parsed:
+        """The call's plan, read: either dialect is accepted (the schema shows the id-based one), with the nulls
+        of unset optional arguments dropped; a large plan is read off the event loop."""
+        options = self.options
+        return await parse_async(arguments if arguments is not None else {}, max_bytes=options.max_bytes,
+                                 max_steps=options.max_steps, clean=self._step_without_unset_nulls)
+
+    async def review_request(self, arguments: ToolArguments,
+                             context: ToolCallContext = ToolCallContext.EMPTY) -> PlanReviewRequest | None:
+        """What a whole-plan reviewer is shown for this call (every step, arguments as written, dependencies, the
+        gated ones marked), read and validated as the call itself will be: for code that asks its own person
+        before the call runs (the framework adapters, with `ApprovedCalls`). `None` when the plan cannot run (the
+        call then runs nothing and reports every problem). For `execute_tool_plan` (`dialect='id'`)."""
+        if self.dialect != 'id':
+            raise UserError('review_request reads id-based plans; this plan tool takes index-based ones '
+                            "(dialect='index').")
+        options = self.options
+        prepared, _ = await prepare_async(await self._parsed(arguments), self.tools, max_steps=options.max_steps,
+                                          max_items=options.max_items,
+                                          extra_refused=frozenset({self._definition.name}))
+        return None if prepared is None else plan_review_request(prepared, context)
 
     def _step_without_unset_nulls(self, step: Any) -> Any:
         """Strict schemas make a model send `null` for every optional argument it leaves out: drop those the
