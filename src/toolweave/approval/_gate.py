@@ -189,7 +189,7 @@ async def request_approval(
             'call in `with use_review_handler(handler):` (`AutoApproveHandler()` approves everything).'
         )
     request = ReviewRequest(tool_name, description, arguments, timing, timeout, on_timeout,
-                            context or ToolCallContext.EMPTY)
+                            context if context is not None else ToolCallContext.EMPTY)
     return await decide_all(handlers, request, describe_edits=False)
 
 
