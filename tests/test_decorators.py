@@ -585,6 +585,6 @@ async def test_one_shot_per_loop_in_agent_runs_whose_tools_see_only_their_config
                                  {'tool': 'skill', 'arguments': {}}, 'ok']), tools=[skill])
     first = await agent.run('go')
     second = await agent.run('again')
-    replies = [m.content for r in (first, second) for m in r.messages if type(m).__name__ == 'ToolMessage']
+    replies = [m.content or '' for r in (first, second) for m in r.messages if type(m).__name__ == 'ToolMessage']
     assert replies[0] == 'long body' and replies[1].startswith('ALREADY LOADED') and replies[2] == 'long body'
     assert body.call_count == 2 and all(dict(call.context) == {} for call in body.calls)
