@@ -47,19 +47,25 @@ HOSTILE = [
     Hostile('a cycle through allOf', with_x({'$ref': '#/$defs/a'}, **{'$defs': {'a': {'allOf': [
         {'type': 'object'}, {'anyOf': [{'$ref': '#/$defs/a'}]}]}}}), 'it refers to itself without descending'),
     Hostile('the root', {'$ref': '#', 'type': 'object'}, 'it refers to itself without descending'),
-    Hostile('points nowhere', with_x({'$ref': '#/$defs/nope'}), 'a "$ref" points nowhere: \'#/$defs/nope\''),
+    Hostile('points nowhere', with_x({'$ref': '#/$defs/nope'}),
+            'it has a "$ref" that points nowhere: \'#/$defs/nope\''),
     Hostile('another document', with_x({'$ref': 'https://example.com/s.json'}),
             "it refers to another document ('https://example.com/s.json'), which is not fetched"),
-    Hostile('a $ref that is no string', with_x({'$ref': 5}), 'a "$ref" is not a string: 5'),
+    Hostile('a $ref that is no string', with_x({'$ref': 5}), 'it has a "$ref" that is not a string: 5'),
     Hostile('$dynamicRef', with_x({'$dynamicRef': '#node'}), 'it uses "$dynamicRef", which is not followed here'),
     Hostile('5,000 levels', with_x(deep(5000)), 'it is nested more than 64 levels deep'),
     Hostile('100,000 properties', {'type': 'object', 'properties': {f'p{i}': {'type': 'string'}
                                                                     for i in range(100_000)}},
             'it has more than 10,000 parts'),
     Hostile('properties is a number', {'type': 'object', 'properties': 5, 'required': 'x'},
-            "it is not valid JSON Schema (5 is not of type 'object' at properties)"),
+            "it is not valid JSON Schema: \"required\" at # is 'x', not a list of names"),
     Hostile('a property is a number', with_x(7), 'it is not valid JSON Schema'),
-    Hostile('type is a number', with_x({'type': 3}), 'it is not valid JSON Schema'),
+    Hostile('type is a number', with_x({'type': 3}), 'it is not valid JSON Schema: "type" at #/properties/x is 3, '
+                                                     'not a JSON type (or a list of them)'),
+    Hostile('patternProperties', {'type': 'object', 'patternProperties': {'^(a+)+$': {'type': 'string'}}},
+            'it matches property names with regular expressions ("patternProperties"), which are not run here'),
+    Hostile('$id below the root', with_x({'$id': 'https://example.com/x', 'type': 'string'}),
+            'it sets "$id" below its root (#/properties/x)'),
 ]
 IDS = [case.name for case in HOSTILE]
 
@@ -129,3 +135,16 @@ async def test_arguments_deeper_than_a_recursive_schema_can_follow_are_left_to_t
     assert validate_plan(plan, [tool]) == []
     result = await PlanTool([tool]).call(plan)
     assert result.text == '{"a": "ok"}'
+
+
+@pytest.mark.parametrize(('schema', 'value'), [
+    ({'type': 'string', 'pattern': '^(a+)+$'}, 'a' * 60 + '!'),  # backtracks 2^60 times in `re`
+    ({'type': 'array', 'uniqueItems': True}, [{'n': i} for i in range(50_000)]),  # compares 1.25e9 pairs
+], ids=['catastrophic pattern', 'uniqueItems over a long list'])
+async def test_keywords_whose_cost_a_plan_controls_are_left_to_the_tool(schema: dict[str, Any], value: Any) -> None:
+    tool = FakeTool('t', 'ok', parameters={'type': 'object', 'properties': {'x': schema}, 'required': ['x']})
+    plan = {'steps': [{'id': 'a', 'tool': 't', 'arguments': {'x': value}}]}
+    assert validate_plan(plan, [tool]) == []
+    assert (await toolweave.run_plan(plan, [tool])).ok
+    assert validate_plan({'steps': [{'id': 'a', 'tool': 't', 'arguments': {}}]}, [tool]) == [
+        "steps[0] (id 'a'): arguments: 'x' is a required property: it is missing. Tool 't' takes: x."]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, TypeAdapter
 
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
@@ -216,7 +216,7 @@ def usable(schema: Any, tool: str, kind: str) -> bool:
 class Contract:
     """One tool's input schema, prepared to check literal arguments quickly, and its output schema."""
 
-    __slots__ = ('_broken', '_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required',
+    __slots__ = ('_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required',
                  'schema', 'simple')
 
     def __init__(self, tool: Tool) -> None:
@@ -240,12 +240,10 @@ class Contract:
                                for p in self.properties.values()):
             self.simple = {name: json_types(p, schema) or _ALL_TYPES for name, p in self.properties.items()}
         self._validator: Draft202012Validator | None = None
-        self._broken = False
 
-    def validator(self) -> Draft202012Validator | None:
-        if self._validator is None and not self._broken:
+    def validator(self) -> Draft202012Validator:
+        if self._validator is None:
             self._validator = _validator_for(self.schema)
-            self._broken = self._validator is None
         return self._validator
 
     def check(self, arguments: Mapping[str, Any]) -> list[str]:
@@ -253,10 +251,7 @@ class Contract:
         the JSON Schema validator."""
         if self.permissive:
             return []
-        validator = self.validator()
-        if validator is None:
-            return []
-        return self._check_full(arguments, validator)
+        return self._check_full(arguments, self.validator())
 
     def check_flat(self, arguments: Mapping[str, Any], with_refs: tuple[Any, ...], whole: Mapping[str, Any],
                    types: Mapping[str, frozenset[str] | None]) -> list[str] | None:
@@ -325,22 +320,27 @@ class Contract:
                 'Refer to a field of the right type, or convert it with a select step first.')
 
 
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator | None]] = {}
+def _not_run(validator: Any, value: Any, instance: Any, schema: Any) -> None:
+    """A keyword left to the tool: a `pattern` can backtrack for ever on a long text, `uniqueItems` compares every
+    pair of a long list."""
+    return None
+
+
+_Validator = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {'pattern': _not_run, 'uniqueItems': _not_run})
+"""JSON Schema 2020-12 without the keywords whose cost a plan could make unbounded."""
+
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
 _MAX_VALIDATORS = 512
 
 
-def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator | None:
-    """A validator for a tool's input schema, kept across plans (checking a schema takes milliseconds; a
-    definition's schema never changes). `None` for a schema that is not valid JSON Schema: its arguments are then
-    not checked here, only by the tool."""
+def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator:
+    """A validator for a tool's input schema, kept across plans (a definition's schema never changes). The schema
+    is usable (`schema_problem`): its keywords have the types JSON Schema gives them."""
     known = _VALIDATORS.get(id(schema))
     if known is not None and known[0] is schema:
         return known[1]
-    try:
-        Draft202012Validator.check_schema(schema)
-        validator: Draft202012Validator | None = Draft202012Validator(schema)
-    except SchemaError:
-        validator = None
+    validator: Draft202012Validator = _Validator(schema)
     if len(_VALIDATORS) >= _MAX_VALIDATORS:
         _VALIDATORS.clear()
     _VALIDATORS[id(schema)] = (schema, validator)  # the schema is kept too, so its id is not reused meanwhile

@@ -290,6 +290,8 @@ class PlanTool(Tool):
             data = await loads_async(text) if isinstance(text, str) else text
         except (json.JSONDecodeError, RecursionError):
             return ToolResult.success(json.dumps({'error': f'Invalid JSON: {str(text)[:100]}...'}))
+        except ValueError as exc:  # more objects and arrays than a plan text may hold
+            return ToolResult.success(json.dumps({'error': f'Plan validation failed: {exc}'}))
         parsed = await parse_async(data, 'index', max_bytes=limit, max_steps=self.options.max_steps)
         try:
             run = await self._run(parsed, context)
@@ -306,8 +308,8 @@ async def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None
     if isinstance(arguments, str):
         try:
             arguments = await loads_async(arguments)
-        except (json.JSONDecodeError, RecursionError):
-            return arguments  # the model sent the plan itself rather than {"plan": ...}
+        except (ValueError, RecursionError):
+            return arguments  # the model sent the plan itself rather than {"plan": ...}, or a text parse reports
     if not isinstance(arguments, Mapping):
         return None
     plan = arguments.get('plan')

@@ -121,7 +121,7 @@ def excerpt(value: object, limit: int = 60) -> str:
 
 
 Loads = Callable[[str], Any]
-"""A JSON reader: `json.loads`, or `_yielding_loads` in a worker thread."""
+"""A JSON reader: `json.loads`, or a `_CountingDecoder`'s `decode` for a large text."""
 
 
 MAX_CONTAINERS = 100_000
@@ -129,8 +129,16 @@ MAX_CONTAINERS = 100_000
 would allocate tens of megabytes, and the garbage collector's pause over them would hold the event loop."""
 
 
+_TOO_MANY = (f'The plan text holds more than {MAX_CONTAINERS:,} JSON objects and arrays. Split it into smaller '
+             'plans, or leave out data the plan does not need to carry (a step passes an earlier result with '
+             '"$ref:STEP").')
+
+
 class _TooMany(ValueError):
     """A plan text holds more than `MAX_CONTAINERS` objects and arrays."""
+
+    def __init__(self) -> None:
+        super().__init__(_TOO_MANY)
 
 
 class _CountingDecoder(json.JSONDecoder):
@@ -162,10 +170,6 @@ class _CountingDecoder(json.JSONDecoder):
             raise _TooMany
 
 
-def _yielding_loads(text: str) -> Any:
-    return _CountingDecoder(MAX_CONTAINERS).decode(text)
-
-
 _READER: ContextVar[Loads] = ContextVar('toolweave_plan_reader', default=json.loads)
 """The JSON reader of the plan being parsed (every JSON text inside it is read the same way)."""
 
@@ -181,10 +185,10 @@ def _loads(text: str) -> Any:
 
 async def loads_async(text: str) -> Any:
     """`json.loads`, in a worker thread with the pure-Python reader for a text over `INLINE_BYTES` (see the
-    module). Raises what `json.loads` raises."""
+    module). Raises what `json.loads` raises, and `ValueError` for more than `MAX_CONTAINERS` objects and arrays."""
     if len(text) <= INLINE_BYTES:
         return json.loads(text)
-    return await anyio.to_thread.run_sync(_yielding_loads, text, abandon_on_cancel=True)
+    return await anyio.to_thread.run_sync(_CountingDecoder(MAX_CONTAINERS).decode, text, abandon_on_cancel=True)
 
 
 def plan_bytes(text: str | bytes, limit: int) -> int | None:
@@ -273,9 +277,10 @@ def parse_lenient(data: str | bytes | Mapping[str, Any], dialect: Dialect | None
                   clean: Callable[[Any], Any] | None = None) -> Parsed:
     """Parse without raising: the plan (broken parts replaced by blanks) and every structural problem.
 
-    A text over `max_bytes` (`None`: no limit) is not read, and a plan with more than `max_steps` steps is not
+    A text over `max_bytes` (`None`: no limit) is not read, a text over `INLINE_BYTES` holding more than
+    `MAX_CONTAINERS` objects and arrays is not read whole, and a plan with more than `max_steps` steps is not
     built: each is one problem. `clean` is applied to each raw step of an id-based plan first."""
-    return _parse(data, dialect, max_bytes, max_steps, clean, json.loads)
+    return _parse(data, dialect, max_bytes, max_steps, clean)
 
 
 async def parse_async(data: str | bytes | Mapping[str, Any], dialect: Dialect | None = None, *,
@@ -283,31 +288,36 @@ async def parse_async(data: str | bytes | Mapping[str, Any], dialect: Dialect | 
                       clean: Callable[[Any], Any] | None = None) -> Parsed:
     """`parse_lenient` without blocking the event loop for long: a large plan is read and built in a worker thread
     (see the module)."""
+    work = partial(_parse, data, dialect, max_bytes, max_steps, clean)
     if isinstance(data, (str, bytes)):
         if len(data) <= INLINE_BYTES or (max_bytes is not None and plan_bytes(data, max_bytes) is not None):
-            return _parse(data, dialect, max_bytes, max_steps, clean, json.loads)
-        work = partial(_parse, data, dialect, max_bytes, max_steps, clean, _yielding_loads)
+            return work()
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
     steps = data.get('steps') if isinstance(data, Mapping) else None
     if isinstance(steps, list) and len(steps) > INLINE_STEPS and (max_steps is None or len(steps) <= max_steps):
-        work = partial(_parse, data, dialect, max_bytes, max_steps, clean, json.loads)
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-    return _parse(data, dialect, max_bytes, max_steps, clean, json.loads)
+    return work()
 
 
 def _parse(data: str | bytes | Mapping[str, Any], dialect: Dialect | None, max_bytes: int | None,
-           max_steps: int | None, clean: Callable[[Any], Any] | None, loads: Loads) -> Parsed:
-    token = _READER.set(_CountingDecoder(MAX_CONTAINERS).decode if loads is _yielding_loads else loads)
+           max_steps: int | None, clean: Callable[[Any], Any] | None) -> Parsed:
+    # A large text is read with the counting pure-Python reader, wherever it is read: the same plan gets the same
+    # problems from `validate_plan` and `run_plan`, and a thread reading it lets the event loop run.
+    large = isinstance(data, (str, bytes)) and len(data) > INLINE_BYTES
+    token = _READER.set(_CountingDecoder(MAX_CONTAINERS).decode if large else json.loads)
     try:
         return _parse_loaded(data, dialect, max_bytes, max_steps, clean)
     except _TooMany:
         problems = Problems()
-        problems.add(-1, f'The plan text holds more than {MAX_CONTAINERS:,} JSON objects and arrays. Split it into '
-                         'smaller plans, or leave out data the plan does not need to carry (a step passes an earlier '
-                         'result with "$ref:STEP").')
+        problems.add(-1, _TOO_MANY)
         return Parsed(Plan(()), problems, {(-1, 'steps')})
     finally:
         _READER.reset(token)
+
+
+def too_many_steps(count: int, limit: int) -> str:
+    return (f'The plan has {count:,} steps, more than the limit of {limit:,}. Split it into smaller plans or raise '
+            '`max_steps`.')
 
 
 def _parse_loaded(data: str | bytes | Mapping[str, Any], dialect: Dialect | None, max_bytes: int | None,
@@ -324,11 +334,6 @@ def _parse_loaded(data: str | bytes | Mapping[str, Any], dialect: Dialect | None
     if chosen == 'index':
         return _parse_index(loaded, problems)
     return _parse_id(loaded, problems, clean)
-
-
-def too_many_steps(count: int, limit: int) -> str:
-    return (f'The plan has {count:,} steps, more than the limit of {limit:,}. Split it into smaller plans or raise '
-            '`max_steps`.')
 
 
 def parse_plan(data: str | bytes | Mapping[str, Any], *, dialect: Dialect | None = None) -> Plan:

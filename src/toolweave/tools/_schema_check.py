@@ -2,20 +2,23 @@
 
 An input or output schema comes from wherever the tool came from: an MCP server, a framework, a developer. A
 schema that refers to itself without descending (`{"$ref": "#/$defs/a"}` under `a`), points nowhere, nests
-thousands of levels or holds millions of parts would send every walk over it into an endless loop, a
-`RecursionError` or seconds of work. `schema_problem` says why a schema cannot be used, after one walk bounded
-by `MAX_SCHEMA_PARTS`; what reads schemas (the plan's contract checks, the typed plan schema, dropping unset
-nulls) then leaves that schema out instead: the tool itself still checks its arguments when it is called.
+thousands of levels, holds millions of parts or puts a number where a keyword takes a schema would send every
+walk over it into an endless loop, a `RecursionError`, a crash or seconds of work. `schema_problem` says why a
+schema cannot be used, after one walk bounded by `MAX_SCHEMA_PARTS` (a few microseconds a part: JSON Schema's own
+meta-schema check costs half a millisecond a property, so it is not used); what reads schemas (the plan's
+contract checks, the typed plan schema, dropping unset nulls) then leaves that schema out instead: the tool itself
+still checks its arguments when it is called.
+
+Regular expressions (`pattern`) and `uniqueItems` are not run by the contract checks at all (see
+`toolweave.plan._contracts`): a pattern can backtrack for ever on a long text, and `uniqueItems` compares every pair
+of a long list; a schema matching property names with regular expressions (`patternProperties`) is not used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 __all__ = ('MAX_SCHEMA_DEPTH', 'MAX_SCHEMA_PARTS', 'resolve_pointer', 'schema_problem')
 
@@ -25,31 +28,40 @@ MAX_SCHEMA_DEPTH = 64
 """The deepest a schema may nest to be used."""
 
 _MISSING = object()
-_SAME_INSTANCE = ('allOf', 'anyOf', 'oneOf')
-_SAME_INSTANCE_ONE = ('not', 'if', 'then', 'else')
-_UNFOLLOWED = ('$dynamicRef', '$recursiveRef')
+_TYPES = frozenset({'string', 'number', 'integer', 'boolean', 'object', 'array', 'null'})
+_SCHEMA = frozenset({'items', 'additionalProperties', 'not', 'if', 'then', 'else', 'contains', 'propertyNames',
+                     'unevaluatedItems', 'unevaluatedProperties', 'additionalItems', 'contentSchema'})
+"""Keywords whose value is a schema."""
+_SCHEMA_MAPS = frozenset({'properties', '$defs', 'definitions', 'dependentSchemas'})
+"""Keywords whose value maps names to schemas."""
+_SCHEMA_LISTS = frozenset({'allOf', 'anyOf', 'oneOf', 'prefixItems'})
+"""Keywords whose value is a non-empty list of schemas."""
+_NUMBERS = frozenset({'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'})
+_COUNTS = frozenset({'minLength', 'maxLength', 'minItems', 'maxItems', 'minProperties', 'maxProperties',
+                     'minContains', 'maxContains'})
+_UNUSED = {'$dynamicRef': 'it uses "$dynamicRef", which is not followed here',
+           '$recursiveRef': 'it uses "$recursiveRef", which is not followed here',
+           'patternProperties': 'it matches property names with regular expressions ("patternProperties"), which '
+                                'are not run here'}
+_SAME_VALUE = ('allOf', 'anyOf', 'oneOf')
+_SAME_VALUE_ONE = ('not', 'if', 'then', 'else')
+
+Kind = Literal['schema', 'map', 'list', 'data']
 
 _KNOWN: dict[int, tuple[Any, str | None]] = {}
 _MAX_KNOWN = 1024
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Why `schema` cannot be used to check values within bounded work, as a phrase (`'it refers to itself: ...'`),
-    or `None` when it can: at most `MAX_SCHEMA_PARTS` parts and `MAX_SCHEMA_DEPTH` levels, every `$ref` local
-    (`#/...`) and resolvable, no chain of references and `allOf`/`anyOf`/`oneOf`/`not`/`if` that comes back to
-    where it started without descending into the value, and valid JSON Schema. Remembered per schema object."""
+    """Why `schema` cannot be used to check values within bounded work, as a phrase (`'it refers to itself ...'`),
+    or `None` when it can: at most `MAX_SCHEMA_PARTS` parts and `MAX_SCHEMA_DEPTH` levels, every keyword of the
+    type JSON Schema gives it, every `$ref` local (`#/...`) and resolvable, no `$id` below the root, and no chain of
+    references and `allOf`/`anyOf`/`oneOf`/`not`/`if` that comes back to where it started without descending into
+    the value. Remembered per schema object."""
     known = _KNOWN.get(id(schema))
     if known is not None and known[0] is schema:
         return known[1]
-    problem = _structure(schema)
-    if problem is None:
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            where = '/'.join(str(part) for part in exc.path)
-            problem = f'it is not valid JSON Schema ({exc.message}' + (f' at {where})' if where else ')')
-        except RecursionError:  # pragma: no cover - the depth is bounded above
-            problem = 'it is nested too deeply to read'
+    problem = _Walk(schema).problem()
     if len(_KNOWN) >= _MAX_KNOWN:
         _KNOWN.clear()
     _KNOWN[id(schema)] = (schema, problem)  # the schema is kept too, so its id is not reused meanwhile
@@ -77,44 +89,108 @@ def resolve_pointer(root: Any, ref: str) -> Any:
     return target
 
 
-def _structure(schema: Any) -> str | None:
-    """The size, depth and reference problems of `schema`, in one walk (no recursion: it may be deep)."""
-    if not isinstance(schema, Mapping):
-        return f'it is a {type(schema).__name__}, not a JSON object'
-    parts = 0
-    objects: list[Mapping[str, Any]] = []
-    stack: list[tuple[Any, int]] = [(schema, 1)]
-    while stack:
-        node, depth = stack.pop()
-        parts += 1
-        if parts > MAX_SCHEMA_PARTS:
-            return f'it has more than {MAX_SCHEMA_PARTS:,} parts'
-        if depth > MAX_SCHEMA_DEPTH:
-            return f'it is nested more than {MAX_SCHEMA_DEPTH} levels deep'
-        if isinstance(node, Mapping):
-            objects.append(node)
-            problem = _reference_problem(node, schema)
+class _Walk:
+    """One walk over a schema, knowing at each place whether it holds a schema, names of schemas, a list of
+    schemas or plain data (a `default`, an `enum`), without recursion (a schema may be deep)."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.parts = 0
+        self.schemas: dict[int, Mapping[str, Any]] = {}
+        """The schema objects met, by id (the cycle check follows them)."""
+
+    def problem(self) -> str | None:
+        if not isinstance(self.root, Mapping):
+            return f'it is a {type(self.root).__name__}, not a JSON object'
+        stack: list[tuple[Any, int, Kind, str]] = [(self.root, 1, 'schema', '#')]
+        while stack:
+            node, depth, kind, where = stack.pop()
+            self.parts += 1
+            if self.parts > MAX_SCHEMA_PARTS:
+                return f'it has more than {MAX_SCHEMA_PARTS:,} parts'
+            if depth > MAX_SCHEMA_DEPTH:
+                return f'it is nested more than {MAX_SCHEMA_DEPTH} levels deep'
+            problem = self.visit(node, depth, kind, where, stack)
+            if problem is not None:
+                return problem if problem.startswith('it ') else f'it is not valid JSON Schema: {problem}'
+        return _cycle(list(self.schemas.values()), self.root)
+
+    def visit(self, node: Any, depth: int, kind: Kind, where: str,
+              stack: list[tuple[Any, int, Kind, str]]) -> str | None:
+        if kind == 'data':
+            children = node.values() if isinstance(node, Mapping) else node if isinstance(node, list) else ()
+            stack.extend((child, depth + 1, 'data', where) for child in children)
+            return None
+        if kind == 'map':
+            if not isinstance(node, Mapping):
+                return f'{where} is not an object of schemas'
+            stack.extend((child, depth + 1, 'schema', f'{where}/{name}') for name, child in node.items())
+            return None
+        if kind == 'list':
+            if not isinstance(node, list) or not node:
+                return f'{where} is not a non-empty array of schemas'
+            stack.extend((child, depth + 1, 'schema', f'{where}/{i}') for i, child in enumerate(node))
+            return None
+        if isinstance(node, bool):
+            return None
+        if not isinstance(node, Mapping):
+            return f'{where} is {type(node).__name__} {str(node)[:40]!r}, not a schema'
+        if id(node) in self.schemas:
+            return None
+        self.schemas[id(node)] = node
+        problem = self.keywords(node, where)
+        if problem is not None:
+            return problem
+        for key, value in node.items():
+            child: Kind = ('schema' if key in _SCHEMA else 'map' if key in _SCHEMA_MAPS else
+                           'list' if key in _SCHEMA_LISTS else 'data')
+            stack.append((value, depth + 1, child, f'{where}/{key}'))
+        ref = node.get('$ref')
+        if isinstance(ref, str):
+            stack.append((resolve_pointer(self.root, ref), depth + 1, 'schema', ref))  # checked as a schema too
+        return None
+
+    def keywords(self, node: Mapping[str, Any], where: str) -> str | None:
+        """Why a keyword of this schema is not of the type JSON Schema gives it, or not followed here."""
+        for key, why in _UNUSED.items():
+            if key in node:
+                return why
+        if '$id' in node and node is not self.root:
+            return f'it sets "$id" below its root ({where}), which changes what its references mean'
+        if '$ref' in node:
+            problem = _reference_problem(node['$ref'], self.root)
             if problem is not None:
                 return problem
-            stack.extend((value, depth + 1) for value in node.values())
-        elif isinstance(node, list):
-            stack.extend((value, depth + 1) for value in node)
-    return _cycle(objects, schema)
-
-
-def _reference_problem(node: Mapping[str, Any], root: Mapping[str, Any]) -> str | None:
-    for key in _UNFOLLOWED:
-        if key in node:
-            return f'it uses "{key}", which is not followed here'
-    if '$ref' not in node:
+        kind = node.get('type', 'string')
+        if not (kind in _TYPES if isinstance(kind, str) else isinstance(kind, list) and kind and all(
+                isinstance(k, str) and k in _TYPES for k in kind)):
+            return f'"type" at {where} is {kind!r}, not a JSON type (or a list of them)'
+        required = node.get('required', [])
+        if not (isinstance(required, list) and all(isinstance(r, str) for r in required)):
+            return f'"required" at {where} is {str(required)[:40]!r}, not a list of names'
+        if 'enum' in node and not isinstance(node['enum'], list):
+            return f'"enum" at {where} is not a list'
+        for key in _NUMBERS.intersection(node):
+            if not isinstance(node[key], int | float) or isinstance(node[key], bool):
+                return f'"{key}" at {where} is {node[key]!r}, not a number'
+        for key in _COUNTS.intersection(node):
+            if type(node[key]) is not int or node[key] < 0:
+                return f'"{key}" at {where} is {node[key]!r}, not a count'
+        if 'pattern' in node and not isinstance(node['pattern'], str):
+            return f'"pattern" at {where} is not a text'
         return None
-    ref = node['$ref']
+
+
+def _reference_problem(ref: Any, root: Mapping[str, Any]) -> str | None:
     if not isinstance(ref, str):
-        return f'a "$ref" is not a string: {ref!r}'
+        return f'it has a "$ref" that is not a string: {ref!r}'
     if not (ref == '#' or ref.startswith('#/')):
         return f'it refers to another document ({ref[:100]!r}), which is not fetched'
-    if resolve_pointer(root, ref) is None:
-        return f'a "$ref" points nowhere: {ref[:100]!r}'
+    target = resolve_pointer(root, ref)
+    if target is None:
+        return f'it has a "$ref" that points nowhere: {ref[:100]!r}'
+    if not isinstance(target, Mapping | bool):
+        return f'it has a "$ref" that points at something that is not a schema: {ref[:100]!r}'
     return None
 
 
@@ -122,11 +198,11 @@ def _applied_to_the_same_value(node: Mapping[str, Any], root: Mapping[str, Any])
     """The subschemas that check the same value as `node` does (not a part of it)."""
     if isinstance(node.get('$ref'), str):
         yield resolve_pointer(root, node['$ref'])
-    for key in _SAME_INSTANCE:
+    for key in _SAME_VALUE:
         branches = node.get(key)
         if isinstance(branches, list):
             yield from branches
-    for key in _SAME_INSTANCE_ONE:
+    for key in _SAME_VALUE_ONE:
         if key in node:
             yield node[key]
     dependent = node.get('dependentSchemas')
@@ -134,10 +210,10 @@ def _applied_to_the_same_value(node: Mapping[str, Any], root: Mapping[str, Any])
         yield from dependent.values()
 
 
-def _cycle(objects: list[Mapping[str, Any]], root: Mapping[str, Any]) -> str | None:
+def _cycle(schemas: list[Mapping[str, Any]], root: Mapping[str, Any]) -> str | None:
     """A chain of same-value subschemas that comes back to where it started: checking a value would never end."""
     state: dict[int, int] = {}  # 1: on the current path, 2: done
-    for start in objects:
+    for start in schemas:
         if id(start) in state:
             continue
         path: list[tuple[Mapping[str, Any], Iterator[Any]]] = [(start, _applied_to_the_same_value(start, root))]
