@@ -195,9 +195,8 @@ def test_a_generated_tool_schema_never_hangs_or_escapes(schema: Any, output: Any
                       {'id': 'b', 'tool': 't', 'arguments': {'x': '$ref:a.x', 'y': '$ref:a.y[0]'}}]}
 
     async def work() -> None:
-        with anyio.fail_after(DEADLINE):
-            planner = PlanTool([tool], plan_schema='auto')
-            assert planner.plan_schema in ('typed', 'compact')
+        planner = PlanTool([tool], plan_schema='auto')  # bounded by the schema check: no await to time out
+        assert planner.plan_schema in ('typed', 'compact')
         await all_doors(plan, [tool])
 
     run_example(work)
