@@ -6,17 +6,19 @@ is the longest stretch the loop was held, plus up to 10 ms), on asyncio, in a fr
 
 - **gap**: the longest gap while toolweave does the work (`run_plan` or the plan tool: reading and validating
   large plans off the event loop; an expression that needs more than a few milliseconds evaluated in a worker
-  thread);
+  thread), the median over the repeats, and the longest of all;
 - **inline gap**: the same work done on the event loop, as it was before (`parse_lenient` + `prepare`, or the
   expression's evaluation, called directly): the reference, measured in the same run;
 - **gc pause**: the longest garbage collection during the row. CPython collects its oldest generation after many
   allocations, holding the interpreter whichever thread allocated; that pause reaches the loop too, and bounds
-  what moving work to a thread can do.
+  what moving work to a thread can do;
+- **peak MB**: the most memory the work allocated at once (`tracemalloc`, in a separate run: it slows everything
+  down); not measured with `--quick` or `--no-memory`.
 
 Plans over a limit are refused before they are read: those rows show how long a refusal holds the loop, against
 reading them whole as before.
 
-Run: `python -m benchmarks.bench_blocking` (about a minute), `--quick` (smaller plans, seconds). Writes
+Run: `python -m benchmarks.bench_blocking` (a few minutes), `--quick` (smaller plans, no memory, seconds). Writes
 `benchmarks/results/blocking.json` (or `--output PATH`). Rows for the executor and the store go in `ROWS`.
 """
 
@@ -26,9 +28,11 @@ import argparse
 import gc
 import json
 import platform
+import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import tracemalloc
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -60,9 +64,13 @@ class Result:
     name: str
     seconds: float
     gap_ms: float
+    """The median over the repeats of the longest gap of each run."""
+    gap_max_ms: float
+    """The longest gap of all the repeats."""
     inline_seconds: float | None
     inline_gap_ms: float | None
     gc_pause_ms: float
+    peak_mb: float | None = None
 
 
 def steps(count: int, payload: Any = 'x') -> list[dict[str, Any]]:
@@ -123,38 +131,53 @@ def expression(text: str, value: Any) -> tuple[Callable[[], Awaitable[Any]], Cal
     return work, inline
 
 
-def rows(quick: bool) -> list[Row]:
-    many = 1_000 if quick else 10_000
-    mapping = {'steps': steps(many)}
+def _refused_row(name: str, plan: Any, max_steps: int = 10_000) -> Row:
+    return Row(name, refused(plan), read_inline(plan, max_steps))
+
+
+def _text_row(name: str, payload: Any) -> Row:
+    text = json.dumps({'steps': [{'id': 'a', 'tool': 'missing', 'arguments': {'x': payload}}]})
+    return _refused_row(f'{name} ({len(text) / 1e6:.1f} MB text)', text)
+
+
+def _steps_row(count: int, as_text: bool) -> Row:
+    mapping = {'steps': steps(count)}
+    if not as_text:
+        return _refused_row(f'run_plan: {count:,} steps (mapping)', mapping)
     text = json.dumps(mapping)
-    tool_text = json.dumps({'steps': steps(1_000, 'y' * (190 if quick else 1_900))})
-    numbers = json.dumps({'steps': [{'id': 'a', 'tool': 'missing', 'arguments': {
-        'x': [7] * ((200_000 if quick else 1_900_000) // 3)}}]})
-    containers = json.dumps({'steps': [{'id': 'a', 'tool': 'missing', 'arguments': {
-        'x': [[]] * (9_990 if quick else 98_990)}}]})
-    huge = '{"steps": [' + ' ' * (10_000_000 if quick else 100_000_000) + ']}'
-    over = 10_001 if quick else 100_000  # max_steps is 10,000
-    too_many = {'steps': [{'id': f's{i}', 'tool': 'echo', 'arguments': {}} for i in range(over)]}
-    nested = json.dumps({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {'x': [[[[1]]]] * 190_000}}]})
+    return _refused_row(f'run_plan: {count:,} steps ({len(text) / 1e6:.1f} MB text)', text)
+
+
+def _plan_tool_row(payload: int) -> Row:
+    text = json.dumps({'steps': steps(1_000, 'y' * payload)})
+    return Row(f'plan tool: 1,000 steps ({len(text) / 1e6:.1f} MB text)', plan_tool(text), read_inline(text, 1_000))
+
+
+def _budget_row() -> Row:
     ten = '[' + ', '.join(['@'] * 10) + ']'
-    budget, budget_inline = expression(ten + f' | [].{ten}' * 6 + ' | length(@)', 1)
-    return [
-        Row(f'run_plan: {many:,} steps (mapping)', refused(mapping), read_inline(mapping)),
-        Row(f'run_plan: {many:,} steps ({len(text) / 1e6:.1f} MB text)', refused(text), read_inline(text)),
-        Row(f'plan tool: 1,000 steps ({len(tool_text) / 1e6:.1f} MB text)', plan_tool(tool_text),
-            read_inline(tool_text, 1_000)),
-        Row(f'run_plan: {len(numbers) / 1e6:.1f} MB of numbers', refused(numbers), read_inline(numbers)),
-        Row(f'run_plan: {len(containers) / 1e6:.1f} MB, {containers.count("[]"):,} arrays', refused(containers),
-            read_inline(containers)),
-        Row(f'refused: {len(huge) / 1e6:.0f} MB text (max_bytes)', refused(huge), read_inline(huge)),
-        Row(f'refused: {over:,} steps (max_steps)', refused(too_many), read_inline(too_many, 10 ** 9)),
-        Row(f'refused: {len(nested) / 1e6:.1f} MB of nested arrays (objects and arrays)', refused(nested),
-            read_inline(nested)),
-        Row('select: an expression spending its whole work budget', budget, budget_inline),
-    ]
+    work, inline = expression(ten + f' | [].{ten}' * 6 + ' | length(@)', 1)
+    return Row('select: an expression spending its whole work budget', work, inline)
 
 
-ROWS: Callable[[bool], list[Row]] = rows
+def rows(quick: bool) -> Iterator[Row]:
+    """The rows, each made when it is measured (so the heap holds one row's plans at a time: a garbage collection
+    during a row walks that row's objects, not every row's)."""
+    scale = 10 if quick else 1
+    yield _steps_row(10_000 // scale, as_text=False)
+    yield _steps_row(10_000 // scale, as_text=True)
+    yield _plan_tool_row(1_900 // scale)
+    yield _text_row('run_plan: numbers', [7] * (1_900_000 // scale // 3))
+    yield _text_row(f'run_plan: {98_990 // scale:,} arrays', [[]] * (98_990 // scale))
+    size = 100_000_000 // scale
+    yield _refused_row(f'refused: {size / 1e6:.0f} MB text (max_bytes)', '{"steps": [' + ' ' * size + ']}')
+    over = 10_001 if quick else 100_000  # max_steps is 10,000
+    yield _refused_row(f'refused: {over:,} steps (max_steps)',
+                       {'steps': [{'id': f's{i}', 'tool': 'echo', 'arguments': {}} for i in range(over)]}, 10 ** 9)
+    yield _text_row('refused: 190,000 nested arrays (objects and arrays)', [[[[1]]]] * 190_000)
+    yield _budget_row()
+
+
+ROWS: Callable[[bool], Iterator[Row]] = rows
 """The rows of a run (`quick` or not)."""
 
 
@@ -188,42 +211,63 @@ def _watched(work: Callable[[], Awaitable[Any]]) -> tuple[float, float, float]:
     return seconds, gap, pauses.longest
 
 
-def _measure(row: Row) -> Result:
-    seconds, gap, pause = _watched(row.work)
+def _peak(work: Callable[[], Awaitable[Any]]) -> float:
+    """The most bytes `work` had allocated at once, in a fresh event loop."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        anyio.run(work)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _measure(row: Row, memory: bool, repeats: int) -> Result:
+    runs = [_watched(row.work) for _ in range(repeats)]
+    seconds = statistics.median(run[0] for run in runs)
+    gaps = [run[1] for run in runs]
+    pause = max(run[2] for run in runs)
     inline_seconds = inline_gap = None
     if row.inline is not None:
         inline_seconds, inline_gap, inline_pause = _watched(row.inline)
         pause = max(pause, inline_pause)
-    return Result(row.name, seconds, gap * 1e3, inline_seconds, None if inline_gap is None else inline_gap * 1e3,
-                  pause * 1e3)
+    return Result(row.name, seconds, statistics.median(gaps) * 1e3, max(gaps) * 1e3, inline_seconds,
+                  None if inline_gap is None else inline_gap * 1e3, pause * 1e3,
+                  _peak(row.work) / 1e6 if memory else None)
 
 
 def _print_table(results: Sequence[Result]) -> None:
     width = max(len(result.name) for result in results)
-    print(f'\n{"work":<{width}} | {"seconds":>8} {"gap ms":>7} | {"inline s":>8} {"inline gap ms":>13} | '
-          f'{"gc pause ms":>11}')
+    print(f'\n{"work":<{width}} | {"seconds":>8} {"gap ms":>7} {"max":>5} | {"inline s":>8} {"inline gap ms":>13} | '
+          f'{"gc pause ms":>11} {"peak MB":>8}')
     for r in results:
         inline = (f'{r.inline_seconds:>8.2f} {r.inline_gap_ms:>13.0f}' if r.inline_seconds is not None
                   and r.inline_gap_ms is not None else f'{"-":>8} {"-":>13}')
-        print(f'{r.name:<{width}} | {r.seconds:>8.2f} {r.gap_ms:>7.0f} | {inline} | {r.gc_pause_ms:>11.0f}')
+        peak = f'{r.peak_mb:>8.1f}' if r.peak_mb is not None else f'{"-":>8}'
+        print(f'{r.name:<{width}} | {r.seconds:>8.2f} {r.gap_ms:>7.0f} {r.gap_max_ms:>5.0f} | {inline} | '
+              f'{r.gc_pause_ms:>11.0f} {peak}')
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the table and write the JSON report; returns the report."""
     parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_blocking', description=__doc__.split('\n')[0])
-    parser.add_argument('--quick', action='store_true', help='smaller plans (seconds)')
+    parser.add_argument('--quick', action='store_true', help='smaller plans, no memory (seconds)')
+    parser.add_argument('--no-memory', action='store_true', help='skip the tracemalloc run of each row')
+    parser.add_argument('--repeats', type=int, default=None, help='runs of each row (default 3, quick 1)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
     print(f'Blocking benchmark ({"quick" if args.quick else "full"}): longest event-loop gap beside a 10 ms ticker, '
           f'Python {platform.python_version()}, asyncio', flush=True)
-    _watched(rows(True)[0].work)  # warm-up: imports and first calls are not measured
+    _watched(next(rows(True)).work)  # warm-up: imports and first calls are not measured
     results = []
+    memory = not (args.quick or args.no_memory)
+    repeats = args.repeats or (1 if args.quick else 3)
     for row in ROWS(args.quick):
-        results.append(_measure(row))
+        results.append(_measure(row, memory, repeats))
         print(f'  {row.name}: gap {results[-1].gap_ms:.0f} ms', flush=True)
     _print_table(results)
     report = {'benchmark': 'blocking', 'mode': 'quick' if args.quick else 'full', 'python': platform.python_version(),
-              'platform': platform.platform(), 'argv': sys.argv[1:], 'interval_ms': 10,
+              'platform': platform.platform(), 'argv': sys.argv[1:], 'interval_ms': 10, 'repeats': repeats,
               'rows': [asdict(result) for result in results]}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + '\n')
