@@ -199,7 +199,9 @@ async def test_from_json_reads_json_text_that_a_tool_returned() -> None:
     ('[' * 100_000, 'from_json() got JSON nested too deeply to read.'),
     (' ' * 1_000_001, 'from_json() reads texts of at most 1,000,000 characters, got 1,000,001.'),
     ('1' * 5000, 'from_json() got JSON it cannot read: Exceeds the limit (4300 digits)'),
-], ids=['broken', 'nan', 'deep', 'long', 'long int'])
+    ('[' + '[], ' * 150_000 + '[]]', 'from_json() reads at most 100,000 objects and arrays.'),
+    ('[' + 'NaN, ' * 20_000 + '1]', 'from_json() got JSON it cannot read: NaN is not a JSON number.'),
+], ids=['broken', 'nan', 'deep', 'long', 'long int', 'many arrays', 'large text with nan'])
 async def test_from_json_of_bad_text_fails_the_step_with_why(text: str, error: str) -> None:
     plan = {'steps': [{'id': 'src', 'tool': 'source', 'arguments': {}},
                       {'id': 'x', 'from': '$ref:src', 'select': 'from_json(text)'}]}

@@ -36,6 +36,8 @@ from jmespath.functions import REVERSE_TYPES_MAP, TYPES_MAP, Functions, signatur
 from jmespath.parser import ParsedResult
 from jmespath.visitor import Options, TreeInterpreter
 
+from toolweave.plan._parse import INLINE_BYTES, MAX_CONTAINERS, CountingDecoder, TooMany
+
 __all__ = (
     'MAX_EXPRESSION_CHARS',
     'MAX_EXPRESSION_DEPTH',
@@ -95,14 +97,20 @@ class _Functions(Functions):
         if len(text) > MAX_FROM_JSON_CHARS:
             raise ExpressionError(f'from_json() reads texts of at most {MAX_FROM_JSON_CHARS:,} characters, got '
                                   f'{len(text):,}. Select the part you need before reading it as JSON.')
+        # A large text is read by the pure-Python reader, as a large plan is: in the worker thread an evaluation this
+        # big runs in, it lets the event loop run (the C reader holds the interpreter until it is done).
         try:
-            return json.loads(text, parse_constant=_reject_constant)
+            if len(text) <= INLINE_BYTES:
+                return json.loads(text, parse_constant=_reject_constant)
+            return CountingDecoder(MAX_CONTAINERS, _reject_constant).decode(text)
         except json.JSONDecodeError as exc:
             shown = text[:60] + ('...' if len(text) > 60 else '')
             raise ExpressionError(f'from_json() got text that is not JSON ({exc.msg} at line {exc.lineno} column '
                                   f'{exc.colno}): {shown!r}.') from None
         except RecursionError:
             raise ExpressionError('from_json() got JSON nested too deeply to read.') from None
+        except TooMany:
+            raise ExpressionError(f'from_json() reads at most {MAX_CONTAINERS:,} objects and arrays.') from None
         except ValueError as exc:  # NaN or Infinity, an integer too long to read
             raise ExpressionError(f'from_json() got JSON it cannot read: {exc}.') from None
 
@@ -271,6 +279,8 @@ class _Evaluation(TreeInterpreter):
             raise ExpressionError('the value is nested too deeply to evaluate the expression over it.') from None
         except (TypeError, ValueError, ArithmeticError) as exc:  # mixed types inside sort_by, ceil(1e308 * 10)...
             raise ExpressionError(f'{type(exc).__name__}: {exc}') from None
+        except RuntimeError as exc:  # a value changed while it was read
+            raise ExpressionError(f'the value changed while the expression read it ({exc})') from None
 
     def spend(self, work: int) -> None:
         self.work += work

@@ -28,12 +28,14 @@ from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, StepForms
 
 __all__ = (
     'DEFAULT_MAX_BYTES',
+    'CountingDecoder',
     'EMPTY_PLAN',
     'INLINE_BYTES',
     'MAX_CONTAINERS',
     'MAX_PROBLEMS',
     'Parsed',
     'Problems',
+    'TooMany',
     'describe_type',
     'excerpt',
     'loads_async',
@@ -121,7 +123,7 @@ def excerpt(value: object, limit: int = 60) -> str:
 
 
 Loads = Callable[[str], Any]
-"""A JSON reader: `json.loads`, or a `_CountingDecoder`'s `decode` for a large text."""
+"""A JSON reader: `json.loads`, or a `CountingDecoder`'s `decode` for a large text."""
 
 
 MAX_CONTAINERS = 100_000
@@ -134,19 +136,19 @@ _TOO_MANY = (f'The plan text holds more than {MAX_CONTAINERS:,} JSON objects and
              '"$ref:STEP").')
 
 
-class _TooMany(ValueError):
+class TooMany(ValueError):
     """A plan text holds more than `MAX_CONTAINERS` objects and arrays."""
 
     def __init__(self) -> None:
         super().__init__(_TOO_MANY)
 
 
-class _CountingDecoder(json.JSONDecoder):
+class CountingDecoder(json.JSONDecoder):
     """The pure-Python JSON reader, counting the objects and arrays it makes: slower than the C reader, but a
     thread running it gives up the interpreter every few milliseconds, so the event loop runs meanwhile."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__()
+    def __init__(self, limit: int, parse_constant: Callable[[str], Any] | None = None) -> None:
+        super().__init__(parse_constant=parse_constant)
         self.left = limit
         # The pure-Python parts of `json` (not in typeshed): the functions `py_make_scanner` calls for `[` and `{`.
         parse_array = json.decoder.JSONArray  # type: ignore[attr-defined]
@@ -167,7 +169,7 @@ class _CountingDecoder(json.JSONDecoder):
     def spend(self) -> None:
         self.left -= 1
         if self.left < 0:
-            raise _TooMany
+            raise TooMany
 
 
 _READER: ContextVar[Loads] = ContextVar('toolweave_plan_reader', default=json.loads)
@@ -188,7 +190,7 @@ async def loads_async(text: str) -> Any:
     module). Raises what `json.loads` raises, and `ValueError` for more than `MAX_CONTAINERS` objects and arrays."""
     if len(text) <= INLINE_BYTES:
         return json.loads(text)
-    return await anyio.to_thread.run_sync(_CountingDecoder(MAX_CONTAINERS).decode, text, abandon_on_cancel=True)
+    return await anyio.to_thread.run_sync(CountingDecoder(MAX_CONTAINERS).decode, text, abandon_on_cancel=True)
 
 
 def plan_bytes(text: str | bytes, limit: int) -> int | None:
@@ -304,10 +306,10 @@ def _parse(data: str | bytes | Mapping[str, Any], dialect: Dialect | None, max_b
     # A large text is read with the counting pure-Python reader, wherever it is read: the same plan gets the same
     # problems from `validate_plan` and `run_plan`, and a thread reading it lets the event loop run.
     large = isinstance(data, (str, bytes)) and len(data) > INLINE_BYTES
-    token = _READER.set(_CountingDecoder(MAX_CONTAINERS).decode if large else json.loads)
+    token = _READER.set(CountingDecoder(MAX_CONTAINERS).decode if large else json.loads)
     try:
         return _parse_loaded(data, dialect, max_bytes, max_steps, clean)
-    except _TooMany:
+    except TooMany:
         problems = Problems()
         problems.add(-1, _TOO_MANY)
         return Parsed(Plan(()), problems, {(-1, 'steps')})
