@@ -7,6 +7,7 @@ is the longest stretch the loop was held, plus up to 10 ms), on asyncio, in a fr
 - **gap**: the longest gap while toolweave does the work (`run_plan` or the plan tool: reading and validating
   large plans off the event loop; an expression that needs more than a few milliseconds evaluated in a worker
   thread), the median over the repeats, and the longest of all;
+- the **floor** row: plain Python work in a worker thread, the best that moving work off the loop can do here;
 - **inline gap**: the same work done on the event loop, as it was before (`parse_lenient` + `prepare`, or the
   expression's evaluation, called directly): the reference, measured in the same run;
 - **gc pause**: the longest garbage collection during the row. CPython collects its oldest generation after many
@@ -159,10 +160,30 @@ def _budget_row() -> Row:
     return Row('select: an expression spending its whole work budget', work, inline)
 
 
+def _spin(count: int) -> int:
+    total = 0
+    for i in range(count):
+        total += i
+    return total
+
+
+def _floor_row(count: int) -> Row:
+    """The reference: plain Python work in a worker thread, the best that moving work off the event loop can do on
+    this machine (the interpreter passes between threads every 5 ms; a busy machine adds its own delays)."""
+    async def work() -> None:
+        await anyio.to_thread.run_sync(_spin, count)
+
+    async def inline() -> None:
+        _spin(count)
+
+    return Row(f'floor: a Python loop of {count:,} steps in a worker thread', work, inline)
+
+
 def rows(quick: bool) -> Iterator[Row]:
     """The rows, each made when it is measured (so the heap holds one row's plans at a time: a garbage collection
     during a row walks that row's objects, not every row's)."""
     scale = 10 if quick else 1
+    yield _floor_row(20_000_000 // scale)
     yield _steps_row(10_000 // scale, as_text=False)
     yield _steps_row(10_000 // scale, as_text=True)
     yield _plan_tool_row(1_900 // scale)

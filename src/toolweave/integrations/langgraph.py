@@ -133,7 +133,8 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
         tool: any toolweave tool.
         context: the hidden `ToolCallContext` of each call: fixed entries, or a function of the `RunnableConfig`
             (`lambda config: {'tenant': config['configurable']['tenant']}`). It never reaches the model.
-        review_handler: asked by gates LangGraph cannot see before the call (a gated step inside a pipeline).
+        review_handler: asked by gates LangGraph cannot see before the call (a gated tool inside a pipeline, a
+            tool that calls another).
     """
     definition = tool.definition
     name = definition.name
@@ -258,7 +259,9 @@ def plan_tool(
     Args:
         tools: the tools plans may call (read at call time, so a list you extend later is seen).
         name: the plan tool's name.
-        review_handler: asked by gates LangGraph cannot see before the plan runs (a gated step inside a pipeline).
+        review_handler: asked by gates LangGraph cannot see before the plan runs (a gated tool inside a pipeline, a
+            tool that calls another, a sub-agent); without one, the reviewers installed around the run, else the
+            call cannot run.
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take.
         timeout: seconds a whole plan may take.

@@ -80,7 +80,8 @@ def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] 
         tool: any toolweave tool.
         context: the hidden `ToolCallContext` of each call: fixed entries, or a function of the run context
             wrapper (`lambda ctx: {'tenant': ctx.context.tenant}`). It never reaches the model.
-        review_handler: asked by gates the SDK cannot see before the call (a gated step inside a pipeline).
+        review_handler: asked by gates the SDK cannot see before the call (a gated tool inside a pipeline, a
+            tool that calls another).
     """
     definition = tool.definition
     gated = definition.metadata.requires_approval
@@ -243,13 +244,15 @@ def plan_tool(
     teach the model the plan language.
 
     A plan whose steps call tools that need approval needs approval itself: the human answers once, for the whole
-    plan, before any step runs; their yes approves those steps.
+    plan, before any step runs; their yes approves those steps of that plan, and nothing else.
 
     Args:
         tools: the tools plans may call (function tools, with their guardrails; hosted tools are left out). Read at
             call time, so a list you extend later is seen.
         name: the plan tool's name.
-        review_handler: asked by gates the SDK cannot see before the plan runs (a gated step inside a pipeline).
+        review_handler: asked by gates the SDK cannot see before the plan runs (a gated tool inside a pipeline, a
+            tool that calls another, a sub-agent); without one, the reviewers installed around the run, else the
+            call cannot run.
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take.
         timeout: seconds a whole plan may take.

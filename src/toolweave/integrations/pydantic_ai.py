@@ -91,13 +91,16 @@ class ToolweaveToolset(AbstractToolset[AgentDepsT]):
 
     Each tool keeps its name, description and JSON schema; a failure result reaches the model as a failed tool
     return (`ToolFailed`), never as an exception of the run. A tool that requires approval becomes a deferred tool
-    that pydantic-ai asks a human about; once approved, toolweave's gate of that tool passes.
+    that pydantic-ai asks a human about; once approved, toolweave's gate of that call (that tool, those arguments)
+    passes, and only of that call.
 
     Args:
         tools: a `Toolset` (kept live: an `McpToolset` entered later is seen), or anything `Toolset(...)` accepts.
         context: the hidden `ToolCallContext` of each call: fixed entries, or a function of the `RunContext`
             (for example `lambda ctx: {'tenant': ctx.deps.tenant}`). It never reaches the model.
-        review_handler: asked by gates pydantic-ai cannot see before a call (a gated step inside a pipeline).
+        review_handler: asked by gates pydantic-ai cannot see before a call (a gated tool inside a pipeline, a tool
+            that calls another, a sub-agent); without one, the reviewers installed around the run, else the call
+            cannot run.
         max_retries: how many times pydantic-ai lets the model retry a call with invalid arguments.
         id: the toolset's id, for durable execution.
     """
@@ -235,7 +238,8 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
     name: str = 'execute_tool_plan'
     """The plan tool's name."""
     review_handler: ReviewHandler | None = None
-    """Asked by gates pydantic-ai cannot see before the plan runs (a gated step inside a pipeline)."""
+    """Asked by gates pydantic-ai cannot see before the plan runs (a gated tool inside a pipeline, a tool that calls
+    another, a sub-agent): the human's approval covers only the plan's own gated steps."""
     concurrency: int | None = None
     """Most steps running at once (`None`: no limit)."""
     step_timeout: float | None = None

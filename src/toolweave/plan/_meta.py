@@ -118,6 +118,9 @@ class PlanTool(Tool):
     limits), `'auto'` (typed when it fits, else compact, with a warning logged and `schema_note` saying why),
     or `'string'` (strict, `arguments` a JSON string). Every form of plan is accepted whatever the schema.
 
+    `max_steps` (1,000 by default here) and `max_bytes` (the plan text, 2,000,000) are checked before a plan is
+    built or read; a large plan is read and validated off the event loop (see docs/plans.md, Limits).
+
     ```python
     echo = FakeTool('echo', lambda args: args['text'])
     planner = PlanTool(Toolset([echo]))
