@@ -1,15 +1,25 @@
-"""MCP gateway benchmark: what search mode saves in tool definitions, and what the gateway adds to each call.
+"""MCP gateway benchmark: how well search mode finds tools, what it saves in tokens, and what the gateway adds to
+each call.
 
-Tool-definition tokens. The gateway runs in front of three real servers (`mcp-server-time` and `mcp-server-git`
-from PyPI, `@modelcontextprotocol/server-everything` from npm when it is installed in `.mcp-npm`), once in
-`tools` mode and once in `search` mode, and an SDK client lists its tools. Each list is counted two ways with the
-project's documented estimate `ceil(chars / 4)`:
+Search quality (offline, deterministic). `search_tools`' ranking (BM25, see `toolweave.mcp._search`) and the
+word matching it replaced, over the 41 tools four real servers list (`fixtures/gateway_catalog.json`) and the
+queries of `fixtures/tool_search_queries.json` (see `_tool_search`): recall@5 and MRR, per query set.
+
+Tokens (live). The gateway runs in front of four real servers (`mcp-server-time` and `mcp-server-git` from PyPI;
+`@modelcontextprotocol/server-everything` and `@modelcontextprotocol/server-filesystem` from npm, looked for in
+`$TOOLWEAVE_MCP_NPM_PREFIX`, `.mcp-npm` and `.mcp-npm-extra`), once in `tools` mode and once in `search` mode, and
+an SDK client lists its tools and reads its instructions. Counted with the project's estimate `ceil(chars / 4)`:
 - *model view*: what a client hands its model, `{name, description, parameters}` per tool as compact JSON
   (`toolweave.testing._models.serialize_tools`, the agent benchmark's format);
-- *wire view*: the whole `tools/list` entries as compact JSON (titles, output schemas, annotations too).
-`tools` mode lists every upstream tool plus `execute_tool_plan`; `search` mode lists `search_tools`,
-`describe_tools` and `execute_tool_plan` whatever the servers offer. Also shown: the search pair alone against
-the upstream tools alone (both modes carry the same `execute_tool_plan`). Goal: search <= 10% of tools mode.
+- *wire view*: the whole `tools/list` entries as compact JSON (titles, output schemas, annotations too);
+- the server instructions (the "# Tool Planning" section, search mode's "# Finding tools", each server's own),
+  which both modes send, so the listing plus instructions is what a mode costs on every request.
+Finding one task's tools (search mode): for a few tasks, the model's search query and the tools its plan needs.
+*now*: one `search_tools` call (its answer carries the found tools' input schemas), then the plan: 2 requests.
+*before*: the old `search_tools` answer (8 word matches, no schemas), a `describe_tools` call for the needed tools,
+then the plan: 3 requests. Reported per task: the discovery tokens (the calls and their answers), and the input
+tokens of every request up to the one that writes the plan, each carrying the listing and the instructions (no
+prompt caching), against tools mode's one request; the user's own prompt is left out of both.
 
 Added latency per proxied call. A one-tool MCP server (`benchmarks/_mcp_echo.py`, stdio) is called with the
 official `mcp` SDK client, sequentially, three ways, interleaved in rounds so machine noise hits all alike:
@@ -22,9 +32,9 @@ Wall times on a shared machine swing with its load, so CPU time per call is repo
 moves: this process's (client, plus the whole gateway for the in-process path) and, for the stdio path, the
 gateway process's (from /proc). The in-process path's CPU minus direct's is the gateway's own work per call.
 
-Run: `python -m benchmarks.bench_gateway [--quick] [--calls N] [--rounds N] [--output PATH]` (about 25 s;
-`--quick` about 10 s).
-Writes `benchmarks/results/gateway.json`.
+Run: `python -m benchmarks.bench_gateway [--quick] [--calls N] [--rounds N] [--output PATH]` (about a minute
+on the shared machine; `--quick` 15–40 s, with its load; the search and token parts are the same in both).
+`--dump-catalog` rewrites the fixture from the installed servers instead. Writes `benchmarks/results/gateway.json`.
 """
 
 from __future__ import annotations
@@ -40,12 +50,14 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters
 
-from toolweave.mcp import McpGateway
+from benchmarks._tool_search import CATALOG, catalog, evaluate, queries, word_match, word_match_result
+from toolweave.mcp import McpGateway, McpTool, McpToolset
+from toolweave.mcp._search import search
 from toolweave.testing._models import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = ('main',)
@@ -53,7 +65,10 @@ __all__ = ('main',)
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / 'results' / 'gateway.json'
 BIN = Path(sys.executable).parent
-EVERYTHING = ROOT / '.mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js'
+NPM_PREFIXES = [Path(p) for p in (os.environ.get('TOOLWEAVE_MCP_NPM_PREFIX'),) if p] + [ROOT / '.mcp-npm',
+                                                                                       ROOT / '.mcp-npm-extra']
+"""Where the npm servers are looked for (`npm install --prefix .mcp-npm-extra @modelcontextprotocol/<server>`)."""
+SERVERS = ('time', 'git', 'everything', 'filesystem')
 ECHO = [sys.executable, '-m', 'benchmarks._mcp_echo']
 GOAL = 0.10
 
@@ -66,9 +81,21 @@ def _servers(repo: str) -> dict[str, Any]:
         servers['time'] = {'command': time_server, 'args': ['--local-timezone', 'UTC']}
     if git_server:
         servers['git'] = {'command': git_server, 'args': ['--repository', repo]}
-    if node and EVERYTHING.is_file():
-        servers['everything'] = {'command': node, 'args': [str(EVERYTHING), 'stdio']}
+    everything, filesystem = npm_server('server-everything'), npm_server('server-filesystem')
+    if node and everything:
+        servers['everything'] = {'command': node, 'args': [str(everything), 'stdio']}
+    if node and filesystem:
+        servers['filesystem'] = {'command': node, 'args': [str(filesystem), repo]}
     return servers
+
+
+def npm_server(package: str) -> Path | None:
+    """The entry point of `@modelcontextprotocol/<package>` in the first npm prefix that has it, or `None`."""
+    for prefix in NPM_PREFIXES:
+        path = prefix / 'node_modules/@modelcontextprotocol' / package / 'dist/index.js'
+        if path.is_file():
+            return path
+    return None
 
 
 def _model_view(tools: Sequence[Any]) -> str:
@@ -86,35 +113,149 @@ def _count(tools: Sequence[Any]) -> dict[str, int]:
             'wire_tokens': estimate_tokens(_wire_view(tools))}
 
 
-async def _listing(servers: dict[str, Any], mode: str, logs: str) -> tuple[list[Any], str, dict[str, str]]:
+TASKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ('the time in Tokyo, then in Paris', 'current time and convert between time zones',
+     ('get_current_time', 'convert_time')),
+    ('commit what is staged, after reading it', 'staged changes diff and commit', ('git_diff_staged', 'git_commit')),
+    ('read every file of a folder tree', 'directory tree and read a text file', ('directory_tree', 'read_text_file')),
+    ('find markdown files and read them', 'find files by pattern and read several files',
+     ('search_files', 'read_multiple_files')),
+    ('a new branch, then switch to it', 'create a branch and switch to it', ('git_create_branch', 'git_checkout')),
+)
+"""(task, the query a model sends to `search_tools`, the tools its plan calls)."""
+
+
+def _call(name: str, arguments: dict[str, Any]) -> str:
+    """A tool call as the conversation carries it (compact JSON of name and arguments)."""
+    return json.dumps({'name': name, 'arguments': arguments}, separators=(',', ':'), ensure_ascii=False)
+
+
+async def _text_of(client: Client, name: str, arguments: dict[str, Any]) -> str:
+    result = await client.call_tool(name, arguments)
+    return ''.join(getattr(block, 'text', '') for block in result.content)
+
+
+async def _listing(servers: dict[str, Any], mode: str, logs: str) -> dict[str, Any]:
+    """What a client of the gateway in `mode` sees: tools, instructions, and (search mode) the task searches."""
     config = {'mcpServers': servers, 'toolweave': {'mode': mode}}
     async with McpGateway(config, log_dir=logs) as gateway:
         origin = {t.name: str(t.definition.metadata.extra.get('mcp_server')) for t in gateway.tools}
+        definitions = [t.definition for t in gateway.tools]
         async with Client(gateway.server()) as client:
-            tools = list((await client.list_tools()).tools)
-            return tools, client.instructions or '', origin
+            seen: dict[str, Any] = {'tools': list((await client.list_tools()).tools),
+                                    'instructions': client.instructions or '', 'origin': origin, 'tasks': []}
+            if mode == 'search':
+                for task, query, needed in TASKS:
+                    found = json.loads(await _text_of(client, 'search_tools', {'query': query}))
+                    described = await _text_of(client, 'describe_tools', {'names': list(needed)})
+                    before = word_match_result(query, definitions)
+                    listed_now = {row['name'] for row in found['tools']}
+                    listed_before = {row['name'] for row in json.loads(before)['tools']}
+                    seen['tasks'].append({
+                        'task': task, 'query': query, 'needed': needed,
+                        'found_now': [n for n in needed if n in listed_now],
+                        'found_before': [n for n in needed if n in listed_before],
+                        'now': [_call('search_tools', {'query': query}), json.dumps(found, separators=(',', ':'))],
+                        'before': [_call('search_tools', {'query': query}), before,
+                                   _call('describe_tools', {'names': list(needed)}), described]})
+            return seen
+
+
+def _flow_tokens(base: int, turns: list[list[str]]) -> dict[str, int]:
+    """Input tokens of each request up to the plan: every request carries `base` (listing and instructions) and
+    the conversation so far; `turns` are the (call, answer) texts of the discovery turns, in order."""
+    total, history = base, 0
+    for turn in turns:
+        history += sum(estimate_tokens(text) for text in turn)
+        total += base + history
+    return {'discovery': history, 'requests': len(turns) + 1, 'input_until_plan': total}
 
 
 async def _tokens(logs: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as repo:
         await anyio.run_process(['git', 'init', '-q', repo])
         servers = _servers(repo)
-        full, full_instructions, origin = await _listing(servers, 'tools', logs)
-        search, search_instructions, _ = await _listing(servers, 'search', logs)
+        full_mode = await _listing(servers, 'tools', logs)
+        search_mode = await _listing(servers, 'search', logs)
+    full, origin, search = full_mode['tools'], full_mode['origin'], search_mode['tools']
     upstream = [t for t in full if t.name in origin]
     pair = [t for t in search if t.name != 'execute_tool_plan']
     per_server = {name: _count([t for t in upstream if origin[t.name] == name]) for name in servers}
-    tools_mode, search_mode, upstream_only, pair_only = _count(full), _count(search), _count(upstream), _count(pair)
+    tools_count, search_count = _count(full), _count(search)
+    instructions = {'tools': estimate_tokens(full_mode['instructions']),
+                    'search': estimate_tokens(search_mode['instructions'])}
+    with_instructions = {'tools': tools_count['model_tokens'] + instructions['tools'],
+                         'search': search_count['model_tokens'] + instructions['search']}
+    tasks = []
+    for task in search_mode['tasks']:
+        now = _flow_tokens(with_instructions['search'], [task['now']])
+        before = _flow_tokens(with_instructions['search'], [task['before'][:2], task['before'][2:]])
+        tasks.append({key: task[key] for key in ('task', 'query', 'needed', 'found_now', 'found_before')} | {
+            'now': now, 'before': before,
+            'now_discovery_vs_listing': now['discovery'] / tools_count['model_tokens'],
+            'before_discovery_vs_listing': before['discovery'] / tools_count['model_tokens'],
+            'now_input_vs_tools_mode': now['input_until_plan'] / with_instructions['tools'],
+            'before_input_vs_tools_mode': before['input_until_plan'] / with_instructions['tools']})
     return {
-        'servers': list(servers), 'missing': [s for s in ('time', 'git', 'everything') if s not in servers],
-        'per_server': per_server, 'tools_mode': tools_mode, 'search_mode': search_mode,
-        'upstream_only': upstream_only, 'search_pair_only': pair_only,
-        'ratio_model': search_mode['model_tokens'] / tools_mode['model_tokens'],
-        'ratio_wire': search_mode['wire_tokens'] / tools_mode['wire_tokens'],
-        'pair_vs_upstream_model': pair_only['model_tokens'] / upstream_only['model_tokens'],
-        'instructions_tokens': {'tools': estimate_tokens(full_instructions),
-                                'search': estimate_tokens(search_instructions)},
+        'servers': list(servers), 'versions': _versions(), 'missing': [s for s in SERVERS if s not in servers],
+        'per_server': per_server, 'tools_mode': tools_count, 'search_mode': search_count,
+        'upstream_only': _count(upstream), 'search_pair_only': _count(pair),
+        'ratio_model': search_count['model_tokens'] / tools_count['model_tokens'],
+        'ratio_wire': search_count['wire_tokens'] / tools_count['wire_tokens'],
+        'instructions_tokens': instructions, 'listing_and_instructions': with_instructions,
+        'ratio_with_instructions': with_instructions['search'] / with_instructions['tools'],
+        'tasks': tasks,
     }
+
+
+def _search_quality() -> dict[str, Any]:
+    """recall@5 and MRR of the ranking `search_tools` uses and of the word matching it replaced, per query set."""
+    definitions = catalog()
+    report: dict[str, Any] = {'tools': len(definitions), 'sets': {}}
+    for kind in ('queries', 'held_out'):
+        cases = queries(kind)
+        report['sets'][kind] = {name: evaluate(rank, definitions, cases)
+                                for name, rank in (('bm25', search), ('word match (before)', word_match))}
+    return report
+
+
+def _versions() -> dict[str, str]:
+    """The installed version of each server's package."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for server, package in (('time', 'mcp-server-time'), ('git', 'mcp-server-git')):
+        try:
+            found[server] = f'{package} {version(package)}'
+        except PackageNotFoundError:
+            pass
+    for server in ('everything', 'filesystem'):
+        entry = npm_server(f'server-{server}')
+        if entry is not None:
+            data = json.loads((entry.parent.parent / 'package.json').read_text(encoding='utf-8'))
+            found[server] = f'{data["name"]} {data["version"]}'
+    return found
+
+
+async def _dump_catalog(path: Path, errlog: TextIO) -> int:
+    """Write the tools the four servers list (asked directly, their stderr to `errlog`) as the search fixture."""
+    with tempfile.TemporaryDirectory() as repo:
+        await anyio.run_process(['git', 'init', '-q', repo])
+        servers = _servers(repo)
+        missing = [s for s in SERVERS if s not in servers]
+        if missing:
+            raise SystemExit(f'Cannot dump the catalog: {", ".join(missing)} not installed (see the module docstring)')
+        entries = []
+        for name, entry in servers.items():
+            async with McpToolset.stdio(entry['command'], entry['args'], errlog=errlog) as toolset:
+                listed = [tool.mcp_definition for tool in toolset.tools if isinstance(tool, McpTool)]
+            entries += [{'server': name, 'tool': t.model_dump(by_alias=True, exclude_none=True, mode='json')}
+                        for t in listed]
+    data = {'about': 'The tools four real MCP servers list (tools/list, asked directly); written by '
+                     '`python -m benchmarks.bench_gateway --dump-catalog`.',
+            'servers': _versions(), 'tools': entries}
+    await anyio.Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+    return len(entries)
 
 
 async def _time_calls(client: Client, calls: int) -> tuple[list[float], float]:
@@ -181,21 +322,55 @@ async def _latency(rounds: int, calls: int, logs: str) -> dict[str, Any]:
                              'gateway (in-process)': paths['gateway (in-process)']['cpu_us'] - base['cpu_us']}}
 
 
-def _print(report: dict[str, Any]) -> None:
-    tokens = report['tokens']
-    print(f'\nTool-definition tokens (ceil(chars/{CHARS_PER_TOKEN})), servers: {", ".join(tokens["servers"])}'
+def _print_search(quality: dict[str, Any]) -> None:
+    print(f'\nSearch quality over the {quality["tools"]} tools of {CATALOG.name} (offline)')
+    print(f'{"query set":<22} {"ranking":<20} {"queries":>7} {"recall@5":>9} {"MRR":>6}')
+    for kind, rankings in quality['sets'].items():
+        for name, result in rankings.items():
+            print(f'{kind:<22} {name:<20} {result["queries"]:>7} {result["recall_at_5"]:>9.3f} {result["mrr"]:>6.3f}')
+    for kind, rankings in quality['sets'].items():
+        for row in rankings['bm25']['rows']:
+            missed = {name: rank for name, rank in row['ranks'].items() if rank is None or rank > 5}
+            if missed:
+                print(f'  bm25 miss ({kind}): {row["query"]!r}: ' + ', '.join(
+                    f'{name} at {rank or ">50"}' for name, rank in missed.items()))
+
+
+def _print_tokens(tokens: dict[str, Any]) -> None:
+    print(f'\nTool-definition tokens (ceil(chars/{CHARS_PER_TOKEN})), servers: {", ".join(tokens["versions"].values())}'
           + (f' (missing: {", ".join(tokens["missing"])})' if tokens['missing'] else ''))
-    print(f'{"listing":<34} {"tools":>6} {"model view":>11} {"wire view":>10}')
-    rows = [('tools mode (upstream + plan)', tokens['tools_mode']), ('search mode (search, describe, plan)',
-                                                                    tokens['search_mode']),
-            ('upstream tools only', tokens['upstream_only']), ('search pair only', tokens['search_pair_only'])]
-    rows += [(f'  server {name}', counts) for name, counts in tokens['per_server'].items()]
-    for label, counts in rows:
-        print(f'{label:<34} {counts["tools"]:>6} {counts["model_tokens"]:>11} {counts["wire_tokens"]:>10}')
-    print(f'search / tools mode: {tokens["ratio_model"]:.1%} (model view), {tokens["ratio_wire"]:.1%} (wire view); '
-          f'search pair / upstream tools: {tokens["pair_vs_upstream_model"]:.1%}; goal <= {GOAL:.0%}')
+    print(f'{"listing":<36} {"tools":>6} {"model view":>11} {"wire view":>10} {"+ instructions":>15}')
+    both = tokens['listing_and_instructions']
+    rows = [('tools mode (upstream + plan)', tokens['tools_mode'], both['tools']),
+            ('search mode (search, describe, plan)', tokens['search_mode'], both['search']),
+            ('upstream tools only', tokens['upstream_only'], None), ('search pair only', tokens['search_pair_only'],
+                                                                     None)]
+    rows += [(f'  server {name}', counts, None) for name, counts in tokens['per_server'].items()]
+    for label, counts, total in rows:
+        print(f'{label:<36} {counts["tools"]:>6} {counts["model_tokens"]:>11} {counts["wire_tokens"]:>10} '
+              f'{"" if total is None else total:>15}')
+    print(f'search / tools mode, listing alone: {tokens["ratio_model"]:.1%} (model view), {tokens["ratio_wire"]:.1%} '
+          f'(wire view); listing + instructions (model view): {tokens["ratio_with_instructions"]:.1%}; '
+          f'goal for the listing <= {GOAL:.0%}')
     print(f'server instructions: {tokens["instructions_tokens"]["tools"]} tokens (tools mode), '
           f'{tokens["instructions_tokens"]["search"]} (search mode)')
+    print("\nFinding one task's tools in search mode: discovery tokens (calls and answers) / the full listing, and "
+          "input tokens up to the plan / tools mode's one request")
+    print(f'{"task":<36} {"found":>6} {"discovery":>10} {"% listing":>10} {"requests":>9} {"input":>6} '
+          f'{"% tools mode":>13}')
+    for task in tokens['tasks']:
+        for flow in ('now', 'before'):
+            numbers = task[flow]
+            label = task['task'] if flow == 'now' else '  before: 8 matches, describe_tools'
+            found = f'{len(task["found_" + flow])}/{len(task["needed"])}'
+            print(f'{label[:36]:<36} {found:>6} {numbers["discovery"]:>10} '
+                  f'{task[flow + "_discovery_vs_listing"]:>10.1%} {numbers["requests"]:>9} '
+                  f'{numbers["input_until_plan"]:>6} {task[flow + "_input_vs_tools_mode"]:>13.1%}')
+
+
+def _print(report: dict[str, Any]) -> None:
+    _print_search(report['search'])
+    _print_tokens(report['tokens'])
     latency = report['latency']
     print(f'\nLatency per call (sequential, {latency["paths"]["direct"]["calls"]} calls per path)')
     print(f'{"path":<22} {"median us":>10} {"p90 us":>9} {"added us":>9} {"cpu us":>7} {"added cpu us":>13}')
@@ -215,7 +390,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--calls', type=int, default=None, help='calls per path per round (default 100)')
     parser.add_argument('--rounds', type=int, default=None, help='rounds (default 10)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
+    parser.add_argument('--dump-catalog', action='store_true',
+                        help=f"write the installed servers' tools to {CATALOG.relative_to(ROOT)} and stop")
     args = parser.parse_args(argv)
+    if args.dump_catalog:
+        with open(os.devnull, 'w') as quiet:
+            count = anyio.run(_dump_catalog, CATALOG, quiet)
+        print(f'wrote {count} tools to {CATALOG}')
+        return {'catalog': str(CATALOG), 'tools': count}
     calls = args.calls or (10 if args.quick else 100)
     rounds = args.rounds or (2 if args.quick else 10)
     if calls < 1 or rounds < 1:
@@ -226,7 +408,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         report: dict[str, Any] = {
             'mode': 'quick' if args.quick else 'full', 'python': platform.python_version(),
             'platform': platform.platform(), 'cpus': os.cpu_count(),
-            'tokens': anyio.run(_tokens, logs), 'latency': anyio.run(_latency, rounds, calls, logs),
+            'search': _search_quality(), 'tokens': anyio.run(_tokens, logs),
+            'latency': anyio.run(_latency, rounds, calls, logs),
         }
     report['elapsed_s'] = round(time.perf_counter() - started, 2)
     _print(report)

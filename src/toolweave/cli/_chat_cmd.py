@@ -3,6 +3,7 @@ printed as they stream."""
 
 from __future__ import annotations
 
+import os
 import sys
 from functools import partial
 from typing import Annotated
@@ -25,13 +26,15 @@ from toolweave.agent import (
     ToolCallStarted,
 )
 from toolweave.cli._app import app
-from toolweave.cli._common import TOOLS_HELP, load_object, load_tools
+from toolweave.cli._common import TOOLS_HELP, ExitCode, load_object, load_tools
 from toolweave.exceptions import RunError, ToolweaveError, UserError
-from toolweave.models import AssistantMessage, Message, Model, infer_model
+from toolweave.models import KNOWN_PROVIDERS, AssistantMessage, Message, Model, infer_model
 
 __all__ = ('chat_command', 'chat_session')
 
 _PREVIEW = 160
+OPENAI_API = 'https://api.openai.com/v1'
+"""The one OpenAI-compatible server that needs a key; local ones (ollama, llama.cpp, vLLM) take any."""
 
 
 @app.command('chat')
@@ -57,37 +60,93 @@ def chat_command(
     Each line of stdin is a prompt; tool calls and plan steps are shown as they run. The conversation carries over
     between prompts. Ctrl-D (end of input) ends the chat.
     """
-    agent = Agent(_load_model(model), instructions=instructions, tools=() if tools is None else load_tools(tools),
+    loaded = _load_model(model)
+    missing = None if _names_an_object(model) else _missing_credentials(loaded)
+    if missing is not None:
+        typer.echo(f'toolweave chat: {missing}', err=True)
+        raise typer.Exit(ExitCode.USAGE)
+    agent = Agent(loaded, instructions=instructions, tools=() if tools is None else load_tools(tools),
                   tool_planning=plan, max_iterations=max_iterations, name='chat')
     console = Console(highlight=False)
     try:
-        anyio.run(partial(chat_session, agent, console=console))
+        runs, failed = anyio.run(partial(_session, agent, console=console))
     except KeyboardInterrupt:
         console.print(Text('\ninterrupted', style='dim'))
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    if failed and not runs:  # not one prompt got an answer: say so with the exit status too
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _names_an_object(spec: str) -> bool:
+    """Whether `--model` names a Model object (`module:ATTRIBUTE`, `path/to/file.py:ATTRIBUTE`), not a provider's
+    model (`openai:gpt-4o-mini`)."""
+    module, sep, attribute = spec.partition(':')
+    if not sep or module in KNOWN_PROVIDERS:
+        return False
+    dotted = all(part.isidentifier() for part in [*module.split('.'), *attribute.split('.')])
+    return module.endswith('.py') or '/' in module or dotted
+
+
+def _provider_problem(spec: str) -> str:
+    try:
+        infer_model(spec)
+    except (UserError, ImportError) as exc:
+        return str(exc)
+    return f'{spec!r} is not a provider model.'  # pragma: no cover - only specs infer_model refuses get here
+
+
+def _missing_credentials(model: Model) -> str | None:
+    """What is missing, before the first prompt, when a provider's model has no API key to send: the environment
+    variable to set. Local servers (`ollama:`, `openai-compatible:`) need none."""
+    from toolweave.models import AnthropicModel, OpenAIChatModel
+
+    if isinstance(model, OpenAIChatModel):
+        needs_key = model.base_url == OPENAI_API and model.api_key_env is not None
+        if needs_key and not os.environ.get(model.api_key_env or ''):
+            return (f'no API key for {model.name}: set the {model.api_key_env} environment variable (export '
+                    f'{model.api_key_env}=...), or use a local model such as --model ollama:qwen2.5.')
+    elif isinstance(model, AnthropicModel):
+        import anthropic
+
+        client = anthropic.AsyncAnthropic()  # reads the environment and the SDK's credential files; sends nothing
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            return (f'no API key for {model.name}: set the ANTHROPIC_API_KEY environment variable (export '
+                    'ANTHROPIC_API_KEY=...).')
+    return None
 
 
 def _load_model(spec: str) -> Model:
-
+    """A model string (`openai:gpt-4o-mini`) or, as `--tools` takes them, `module:ATTRIBUTE` or
+    `path/to/file.py:ATTRIBUTE` naming a Model object."""
+    if _names_an_object(spec):
+        try:
+            found = load_object(spec, option='--model')
+        except typer.BadParameter as exc:
+            if spec.partition(':')[0].endswith('.py'):
+                raise
+            raise typer.BadParameter(f'{_provider_problem(spec)} Nor is it a Model object: {exc.message}',
+                                     param_hint='--model') from None
+        if not isinstance(found, Model):
+            raise typer.BadParameter(f'{spec!r} is a {type(found).__name__}, not a Model', param_hint='--model')
+        return found
     try:
         return infer_model(spec)
     except UserError as exc:
-        module, _, attribute = spec.partition(':')
-        if not attribute or not module.replace('.', '').replace('_', '').isalnum():
-            raise typer.BadParameter(str(exc), param_hint='--model') from None
-        try:
-            found = load_object(spec, option='--model')
-        except typer.BadParameter:
-            raise typer.BadParameter(str(exc), param_hint='--model') from None
-        if not isinstance(found, Model):
-            raise typer.BadParameter(f'{spec!r} is a {type(found).__name__}, not a Model', param_hint='--model') \
-                from None
-        return found
+        raise typer.BadParameter(f'{exc} Or give MODULE:ATTRIBUTE (or path/to/file.py:ATTRIBUTE) of a Model '
+                                 'object.', param_hint='--model') from None
     except ImportError as exc:
         raise typer.BadParameter(str(exc), param_hint='--model') from None
 
 
 async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult]:
     """Read prompts from stdin until end of input; run each with the conversation so far; returns the runs."""
+    runs, _ = await _session(agent, console=console)
+    return runs
+
+
+async def _session(agent: Agent, *, console: Console) -> tuple[list[AgentRunResult], int]:
+    """The runs that answered, and how many prompts failed."""
+    failed = 0
     interactive = sys.stdin.isatty()
     history: tuple[Message, ...] = ()
     runs: list[AgentRunResult] = []
@@ -111,6 +170,7 @@ async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult
         except (RunError, ToolweaveError) as exc:
             printer.end_line()
             console.print(Text(f'error: {exc}', style='bold red'))
+            failed += 1
             continue
         printer.end_line()
         history = result.messages
@@ -123,7 +183,7 @@ async def chat_session(agent: Agent, *, console: Console) -> list[AgentRunResult
         console.print(Text(f'  {usage.llm_calls} LLM calls, {usage.input_tokens:,} in / {usage.output_tokens:,} out '
                            f'tokens, {usage.tool_calls} tool calls, {result.process.duration or 0:.1f} s',
                            style='dim'))
-    return runs
+    return runs, failed
 
 
 class _ReplyPrinter:

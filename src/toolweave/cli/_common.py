@@ -1,7 +1,9 @@
-"""What several commands share: where the tools come from (`--tools`), read one way for every command."""
+"""What several commands share: where the tools come from (`--tools`) and the plan store (`--store`), each read
+one way for every command, and the exit codes."""
 
 from __future__ import annotations
 
+import enum
 import importlib
 import importlib.util
 import sys
@@ -13,9 +15,47 @@ import anyio
 import typer
 
 from toolweave.exceptions import UserError
+from toolweave.plan import PlanRun
 from toolweave.tools import Tool, Toolset
 
-__all__ = ('TOOLS_HELP', 'ToolsOption', 'load_object', 'load_tools')
+__all__ = ('DEFAULT_STORE', 'STORE_ENV', 'TOOLS_HELP', 'ExitCode', 'StoreOption', 'ToolsOption', 'load_object',
+           'load_tools', 'run_exit_code')
+
+
+class ExitCode(enum.IntEnum):
+    """What every command's exit status means (the table in docs/cli.md lists which command uses which)."""
+
+    OK = 0
+    """Done: the plan is valid, every step succeeded, the command did what it was asked."""
+    FAILED = 1
+    """The work did not succeed: an invalid plan, a step that failed or was skipped, a run that was stopped, a
+    store or model that failed."""
+    USAGE = 2
+    """Bad input: a missing or malformed file or option, unknown tools or runs, a store that cannot be opened, a
+    missing API key."""
+    WAITING = 3
+    """Nothing failed, but steps are parked waiting for a decision: `toolweave runs approve`, then
+    `toolweave runs resume`."""
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+
+
+def run_exit_code(run: PlanRun) -> ExitCode:
+    """0 when every step succeeded; 3 when nothing failed but steps wait for a decision; 1 otherwise."""
+    if run.ok:
+        return ExitCode.OK
+    if run.suspended and not run.failed and not run.cancelled:
+        return ExitCode.WAITING
+    return ExitCode.FAILED
+
+
+STORE_ENV = 'TOOLWEAVE_STORE'
+DEFAULT_STORE = 'sqlite:///toolweave-runs.db'
+"""The store of `toolweave runs` and `toolweave worker` when neither `--store` nor TOOLWEAVE_STORE names one."""
+STORE_HELP = (f'The plan store: sqlite:///runs.db, a file path, or postgresql://... Every command reads --store, '
+              f'else the {STORE_ENV} environment variable.')
+StoreOption = Annotated[str, typer.Option('--store', envvar=STORE_ENV, metavar='URL',
+                                          help=f'{STORE_HELP} Default: {DEFAULT_STORE}.', show_default=False)]
 
 TOOLS_HELP = ('Where the tools are: module:attribute or path/to/file.py:attribute, holding a Toolset, a list of tools '
               'or functions, one tool or function, or an object with @tool methods (e.g. examples.tools:TOOLS).')

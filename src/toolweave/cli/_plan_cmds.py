@@ -1,15 +1,16 @@
 """`toolweave run` and `toolweave validate`: run or check a plan file against a set of tools.
 
-Exit codes: 0 the plan is valid / every step succeeded; 1 the plan is invalid, a step did not succeed, or the
-run was stopped; 2 bad command-line input (missing or unreadable file, not JSON, bad `--tools`).
+Exit codes (`ExitCode`): 0 the plan is valid / every step succeeded; 1 the plan is invalid, a step did not succeed,
+or the run was stopped; 2 bad command-line input (missing or unreadable file, not JSON, bad `--tools`, a store
+that cannot be opened); 3 steps are parked waiting for a decision; 130 Ctrl-C.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-import logging
 import sys
+import uuid
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -31,9 +32,17 @@ from toolweave.approval import (
     ReviewRequest,
 )
 from toolweave.cli._app import app
-from toolweave.cli._common import ToolsOption, load_tools
-from toolweave.cli._render import LiveSteps, count, format_event, render_report
-from toolweave.exceptions import ApprovalPending, PlanStoreError, PlanValidationError, ToolweaveError
+from toolweave.cli._common import STORE_ENV, ExitCode, ToolsOption, load_tools, run_exit_code
+from toolweave.cli._logs import show_library_warnings
+from toolweave.cli._render import STATUS_LABELS, LiveSteps, count, format_event, render_report
+from toolweave.exceptions import (
+    ApprovalPending,
+    PlanMismatchError,
+    PlanStoreError,
+    PlanValidationError,
+    RunInUseError,
+    ToolweaveError,
+)
 from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
 from toolweave.plan.workers import DEFAULT_QUEUE
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
@@ -176,15 +185,14 @@ class _ParkAll:
         raise ApprovalPending('parked by `toolweave run --review park`')
 
 
-def _review_handler(review: Review) -> ReviewHandler:
-
+def _review_handler(review: Review, log: _EventLog) -> ReviewHandler:
     if review is Review.approve:
         return AutoApproveHandler()
     if review is Review.reject:
         return _RejectAll()
     if review is Review.park:
         return _ParkAll()
-    return ConsoleReviewHandler()  # prompts on stderr, so `--json` output on stdout stays clean
+    return _HoldingReviewer(ConsoleReviewHandler(), log)  # prompts on stderr: `--json` output on stdout stays clean
 
 
 @app.command('run')
@@ -201,44 +209,53 @@ def run_command(
                                            help='Steps whose tool requires approval: ask at the terminal as each is '
                                                 'ready (ask), show the whole plan at the terminal once before '
                                                 'anything runs (plan), approve them all, reject them all, or park '
-                                                'them all for `toolweave runs approve` (park, needs --store).')
+                                                'them all for `toolweave runs approve` (park, needs a store).')
                       ] = Review.ask,
-    store: Annotated[str | None, typer.Option('--store', metavar='URL', help='Run durably in this plan store '
-                                              '(sqlite:///runs.db, a file path, or postgresql://...): `toolweave runs '
-                                              'resume` goes on after a crash or a parked step.')] = None,
+    store: Annotated[str | None, typer.Option('--store', envvar=STORE_ENV, metavar='URL', show_default=False,
+                                              help=f'Run durably in this plan store (sqlite:///runs.db, a file path, '
+                                                   f'or postgresql://...): `toolweave runs resume` goes on after a '
+                                                   f'crash, Ctrl-C or a parked step. Default: the {STORE_ENV} '
+                                                   'environment variable; without either the run is kept in memory '
+                                                   'only.')] = None,
     run_id: Annotated[str | None, typer.Option('--run-id', metavar='ID', help="The durable run's id (default: a new "
-                                               'one, printed).')] = None,
+                                               'one, printed). Needs a store.')] = None,
     workers: Annotated[bool, typer.Option('--workers', help='Send each step to the worker processes of the queue '
-                                          '(`toolweave worker`) in the --store database.')] = False,
+                                          '(`toolweave worker`) in the store database.')] = False,
     queue: Annotated[str, typer.Option('--queue', metavar='NAME', help='The worker queue (with --workers).')
                      ] = DEFAULT_QUEUE,
     json_output: JsonOption = False,
 ) -> None:
-    """Run a plan: live step status, then a timeline, the summary the model would see, and totals."""
-    if workers and store is None:
-        raise typer.BadParameter('the worker queue lives in the store database: give --store too',
-                                 param_hint='--workers')
+    """Run a plan: live step status, then a timeline, the summary the model would see, and totals.
 
-    if review is Review.park and store is None:
-        raise typer.BadParameter('parked steps wait in a plan store: add --store URL (e.g. --store '
-                                 'sqlite:///runs.db), or choose another --review', param_hint='--review park')
+    Exit codes: 0 every step succeeded; 1 a step failed or the run stopped; 2 bad input; 3 steps are parked
+    waiting for `toolweave runs approve`; 130 Ctrl-C (with a store, the run id and how to resume it are printed).
+    """
+    for needs, option, why in ((workers, '--workers', "the worker queue lives in the plan store's database"),
+                               (review is Review.park, '--review park', 'parked steps wait in a plan store'),
+                               (run_id is not None, '--run-id', 'a run id names a run kept in a plan store')):
+        if needs and store is None:
+            raise typer.BadParameter(f'{why}: add --store URL (e.g. --store sqlite:///runs.db) or set {STORE_ENV}, '
+                                     f'or leave out {option}', param_hint=option)
     console = _console()
     toolset = load_tools(tools)
     plan = _checked_plan(load_plan_file(plan_file), toolset, console, as_json=json_output)
-    _quiet_library_logs()
+    show_library_warnings()
+    if store is not None and run_id is None:
+        run_id = uuid.uuid4().hex  # chosen here, so an interrupted run can still be named for `runs resume`
     gated = any(toolset.get(step.tool).definition.metadata.requires_approval for step in plan.steps
                 if not step.is_select)
+    prompts = gated and review in (Review.ask, Review.plan)
     # Approval prompts and a redrawing live table would overwrite each other: prompts get the plain event log.
-    live = not json_output and console.is_terminal and not (gated and review in (Review.ask, Review.plan))
+    live = not json_output and console.is_terminal and not prompts
     view = LiveSteps(plan, waves=_waves(plan, toolset) if live else ())
+    log = _EventLog(console, enabled=not json_output and not live)
 
     def on_event(event: Any) -> None:
         view.on_event(event)
-        if not json_output and not live:
-            console.print(Text(format_event(event)), soft_wrap=True)  # log lines: never wrapped or cut
+        log.line(format_event(event))
 
     execute = partial(run_plan, plan, toolset, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
-                      on_event=on_event, review_handler=_review_handler(review) if gated else None,
+                      on_event=on_event, review_handler=_review_handler(review, log) if gated else None,
                       review_mode='whole_plan' if review is Review.plan else 'per_step', store=store, run_id=run_id,
                       workers=queue if workers else False)
     try:
@@ -247,35 +264,111 @@ def run_command(
                 run = anyio.run(execute)
         else:
             run = anyio.run(execute)
+    except KeyboardInterrupt:
+        log.flush()
+        _interrupted(Console(stderr=True, highlight=False) if json_output else console, view, store=store,
+                     run_id=run_id, tools=tools)  # with --json, stdout keeps nothing but JSON
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     except PlanValidationError as exc:
         _fail_invalid(console, list(exc.problems) or [str(exc)], as_json=json_output)
+    except PlanMismatchError:
+        _stop(console, f'Run {run_id!r} in {store} was started with another plan. Give this plan a new --run-id, or '
+                       f'go on with the stored one: toolweave runs resume {run_id} --store {store} --tools {tools}',
+              ExitCode.USAGE)
+    except RunInUseError as exc:
+        _stop(console, str(exc), ExitCode.FAILED)
     except PlanStoreError as exc:
-        console.print(Text(f'Plan store: {exc}', style='bold red'))
-        raise typer.Exit(1) from None
+        _stop(console, f'Plan store: {exc}', ExitCode.USAGE if 'Cannot open' in str(exc) else ExitCode.FAILED)
     except ToolweaveError as exc:  # a configuration error or an exit-early signal stopped the plan
         if json_output:
             typer.echo(json.dumps({'stopped': True, 'error': f'{type(exc).__name__}: {exc}'}, indent=2))
-        else:
-            console.print(Text(f'Plan stopped: {type(exc).__name__}: {exc}', style='bold red'))
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        console.print(Text('Interrupted.', style='bold red'))
-        raise typer.Exit(130) from None
+            raise typer.Exit(ExitCode.FAILED) from None
+        _stop(console, f'Plan stopped: {type(exc).__name__}: {exc}', ExitCode.FAILED)
     _report(console, run, as_json=json_output)
     if run.run_id is not None and not json_output:
-        state = 'suspended: decide its parked steps with `toolweave runs approve`' if run.suspended else 'stored'
-        console.print(Text(f'Run {run.run_id} {state} (store {store}).', style='bold'))
-    if not run.ok:
-        raise typer.Exit(1)
+        console.print(Text(_stored_line(run, store, tools), style='bold'), soft_wrap=True)
+    raise typer.Exit(run_exit_code(run))
 
 
-def _quiet_library_logs() -> None:
-    # Without logging configured, Python prints warnings (each failed tool call) to stderr through its
-    # last-resort handler, in the middle of the live view; the view already shows every failure.
-    if not logging.getLogger().handlers:
-        library = logging.getLogger('toolweave')
-        if not library.handlers:
-            library.addHandler(logging.NullHandler())
+def _stored_line(run: PlanRun, store: str | None, tools: str) -> str:
+    where = f'--store {store}'
+    if run.suspended:
+        return (f'Run {run.run_id} waits for decisions (store {store}): `toolweave runs show {run.run_id} {where}`, '
+                f'`toolweave runs approve {run.run_id} STEP {where}`, then `toolweave runs resume {run.run_id} '
+                f'{where} --tools {tools}`.')
+    return f'Run {run.run_id} stored (store {store}).'
+
+
+def _stop(console: Console, message: str, code: ExitCode) -> NoReturn:
+    console.print(Text(message, style='bold red'), soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _interrupted(console: Console, view: LiveSteps, *, store: str | None, run_id: str | None, tools: str) -> None:
+    """After Ctrl-C: what had finished (the live table is gone), and how to go on with a stored run."""
+    finished = view.finished()
+    console.print(Text(f'Interrupted: {count(len(finished), "step")} of {view.total} had finished.',
+                       style='bold red'), soft_wrap=True)
+    for record in finished:
+        said = record.error or record.output or ''
+        console.print(Text(f'  {STATUS_LABELS.get(record.status, record.status):<9} {record.id}: ')
+                      + Text(' '.join(said.split())[:200]), soft_wrap=True)
+    if store is not None and run_id is not None:
+        console.print(Text(f'Run {run_id} is stored: `toolweave runs resume {run_id} --store {store} --tools {tools}` '
+                           'goes on without running a finished step again.', style='bold'), soft_wrap=True)
+
+
+class _EventLog:
+    """The plain event lines (`[  12 ms] started ...`), held back while an approval prompt is on screen so that
+    the question and its answer are not broken up by progress from other steps."""
+
+    def __init__(self, console: Console, *, enabled: bool) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.asking = 0
+        self.held: list[str] = []
+
+    def line(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.asking:
+            self.held.append(text)
+        else:
+            self.console.print(Text(text), soft_wrap=True)  # log lines: never wrapped or cut
+
+    def flush(self) -> None:
+        held, self.held = self.held, []
+        for text in held:
+            self.console.print(Text(text), soft_wrap=True)
+
+
+class _HoldingReviewer:
+    """The console reviewer, with the event log on hold from the moment a review is asked until it is answered."""
+
+    applies_timeout = True  # the console reviewer starts the clock once its prompt is on screen
+
+    def __init__(self, reviewer: ConsoleReviewHandler, log: _EventLog) -> None:
+        self.reviewer = reviewer
+        self.log = log
+
+    async def review(self, request: ReviewRequest) -> ReviewDecision:
+        self.log.asking += 1
+        try:
+            return await self.reviewer.review(request)
+        finally:
+            self._done()
+
+    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
+        self.log.asking += 1
+        try:
+            return await self.reviewer.review_plan(request)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        self.log.asking -= 1
+        if not self.log.asking:
+            self.log.flush()
 
 
 def _report(console: Console, run: PlanRun, *, as_json: bool) -> None:

@@ -119,6 +119,16 @@ class LiveSteps:
         if event.kind == 'step_finished':
             self._finished.append(event.step.id)
 
+    @property
+    def total(self) -> int:
+        """How many steps the plan has."""
+        return len(self._ids)
+
+    def finished(self) -> list[StepRecord]:
+        """The records of the steps that have ended (succeeded, failed or skipped; not cancelled), in plan order."""
+        return [record for step_id in self._ids if (record := self._records.get(step_id)) is not None
+                and record.status in ('succeeded', 'failed', 'skipped')]
+
     def status(self, step_id: str) -> str:
         record = self._records.get(step_id)
         return 'pending' if record is None else record.status

@@ -1,9 +1,9 @@
 """`toolweave runs list | show | resume | approve`: stored plan runs (see `toolweave.plan.durable`).
 
 Every command takes `--store URL` (or the `TOOLWEAVE_STORE` environment variable; default
-`sqlite:///toolweave-runs.db`). Exit codes: 0 done; 1 the run did not end well (a step failed, steps are still
-parked) or the store failed; 2 bad input (an unknown run, a decision for a step that is not parked, a bad store
-URL).
+`sqlite:///toolweave-runs.db`). Exit codes (`ExitCode`): 0 done; 1 the run did not end well (a step failed) or the
+store failed; 2 bad input (an unknown run, a decision for a step that is not parked, a bad store URL); 3 `resume`
+ended with steps still parked, waiting for a decision.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from toolweave.approval import ReviewDecision
-from toolweave.cli._app import app
-from toolweave.cli._common import ToolsOption, load_tools
+from toolweave.cli._app import CommandGroup, app
+from toolweave.cli._common import DEFAULT_STORE, ExitCode, StoreOption, ToolsOption, load_tools, run_exit_code
+from toolweave.cli._logs import show_library_warnings
 from toolweave.cli._render import STATUS_STYLES
 from toolweave.exceptions import DecisionError, PlanStoreError, PlanValidationError, RunInUseError, UnknownRunError
 from toolweave.plan.durable import PlanStore, Transition, decide_sync, open_store, resume_plan_sync
@@ -26,12 +27,9 @@ from toolweave.plan.durable import PlanStore, Transition, decide_sync, open_stor
 __all__ = ('runs_app',)
 
 runs_app = typer.Typer(name='runs', help='Stored plan runs: list them, show one, resume one, decide a parked step.',
-                       no_args_is_help=True)
+                       cls=CommandGroup, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(runs_app)
 
-StoreOption = Annotated[str, typer.Option('--store', envvar='TOOLWEAVE_STORE', metavar='URL',
-                                          help='The plan store: sqlite:///runs.db, a file path, or postgresql://...')]
-DEFAULT_STORE = 'sqlite:///toolweave-runs.db'
 RunArgument = Annotated[str, typer.Argument(metavar='RUN_ID', help='The run id.', show_default=False)]
 JsonOption = Annotated[bool, typer.Option('--json', help='Print machine-readable JSON only.')]
 
@@ -41,7 +39,7 @@ def _open(store: str) -> PlanStore:
         return open_store(store)
     except PlanStoreError as exc:
         typer.echo(f'toolweave runs: {exc}', err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def _fail(exc: Exception, code: int) -> typer.Exit:
@@ -57,7 +55,7 @@ def list_command(store: StoreOption = DEFAULT_STORE, limit: Annotated[int, typer
     try:
         runs = plans.runs(limit)
     except PlanStoreError as exc:
-        raise _fail(exc, 1) from None
+        raise _fail(exc, ExitCode.FAILED) from None
     finally:
         plans.close()
     if json_output:
@@ -77,9 +75,9 @@ def show_command(run_id: RunArgument, store: StoreOption = DEFAULT_STORE, json_o
     try:
         stored = plans.load(run_id)
     except UnknownRunError as exc:
-        raise _fail(exc, 2) from None
+        raise _fail(exc, ExitCode.USAGE) from None
     except PlanStoreError as exc:
-        raise _fail(exc, 1) from None
+        raise _fail(exc, ExitCode.FAILED) from None
     finally:
         plans.close()
     plan = json.loads(stored.info.plan)
@@ -144,24 +142,36 @@ def approve_command(
     try:
         decide_sync(run_id, step_id, decision, store=store)
     except (UnknownRunError, DecisionError) as exc:
-        raise _fail(exc, 2) from None
+        raise _fail(exc, ExitCode.USAGE) from None
     except PlanStoreError as exc:
-        raise _fail(exc, 1 if 'Cannot open' not in str(exc) else 2) from None
-    verb = {'continue': 'approved', 'edit': 'approved with new arguments', 'exit_early': 'rejected'}[decision.kind]
-    typer.echo(f'{step_id} {verb}; `toolweave runs resume {run_id} --tools ...` runs it.')
+        raise _fail(exc, ExitCode.USAGE if 'Cannot open' in str(exc) else ExitCode.FAILED) from None
+    resume = f'`toolweave runs resume {run_id} --tools MODULE:ATTRIBUTE`'
+    if decision.kind == 'exit_early':
+        typer.echo(f'{step_id} rejected: {resume} records it as failed and skips the steps that depend on it.')
+    else:
+        verb = 'approved' if decision.kind == 'continue' else 'approved with new arguments'
+        typer.echo(f'{step_id} {verb}: {resume} runs it.')
 
 
 @runs_app.command('resume')
 def resume_command(run_id: RunArgument, tools: ToolsOption, store: StoreOption = DEFAULT_STORE,
                    json_output: JsonOption = False) -> None:
-    """Go on with a stored run (after a crash, or once parked steps have decisions): no finished step runs again."""
+    """Go on with a stored run (after a crash, Ctrl-C, or once parked steps have decisions): no finished step runs
+    again."""
     toolset = load_tools(tools)
+    show_library_warnings()
     try:
         run = resume_plan_sync(run_id, toolset, store=store)
     except (UnknownRunError, PlanValidationError) as exc:
-        raise _fail(exc, 2) from None
-    except (PlanStoreError, RunInUseError) as exc:
-        raise _fail(exc, 1) from None
+        raise _fail(exc, ExitCode.USAGE) from None
+    except PlanStoreError as exc:
+        raise _fail(exc, ExitCode.USAGE if 'Cannot open' in str(exc) else ExitCode.FAILED) from None
+    except RunInUseError as exc:
+        raise _fail(exc, ExitCode.FAILED) from None
+    except KeyboardInterrupt:
+        typer.echo(f'Interrupted: `toolweave runs resume {run_id} --store {store} --tools {tools}` goes on again.',
+                   err=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     if json_output:
         typer.echo(json.dumps(run.to_dict(), indent=2, default=str))
     else:
@@ -169,8 +179,11 @@ def resume_command(run_id: RunArgument, tools: ToolsOption, store: StoreOption =
         console.print(Text(f'Run {run_id}: {run.succeeded}/{run.total} succeeded, {run.failed} failed, '
                            f'{run.skipped} skipped, {run.parked} parked.', style='bold'))
         console.print(Text(run.summary))
-    if not run.ok:
-        raise typer.Exit(1)
+        if run.suspended:
+            parked = ', '.join(r.id for r in run.steps if r.status == 'parked')
+            console.print(Text(f'Parked: {parked}. Decide with `toolweave runs approve {run_id} STEP`, then resume '
+                               'again.'), soft_wrap=True)
+    raise typer.Exit(run_exit_code(run))
 
 
 def _when(at: float | None) -> str:

@@ -15,8 +15,7 @@ from typing import Annotated
 import typer
 
 from toolweave.cli._app import app
-from toolweave.cli._common import ToolsOption, load_tools
-from toolweave.cli._runs_cmd import DEFAULT_STORE, StoreOption
+from toolweave.cli._common import DEFAULT_STORE, StoreOption, ToolsOption, load_tools
 from toolweave.exceptions import PlanStoreError, UserError
 from toolweave.plan.workers import DEFAULT_QUEUE, Worker
 

@@ -4,8 +4,9 @@ tool names under toolweave's name rule."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -18,8 +19,7 @@ from toolweave.tools._definition import NAME_PATTERN, ToolDefinition, ToolMetada
 from toolweave.tools._result import NO_MESSAGE
 
 __all__ = ('HINT_FIELDS', 'InvalidNamePolicy', 'McpCallResult', 'adapt_names', 'annotations_of', 'definition_of',
-           'hints_of',
-           'render_content', 'structured_value', 'to_tool_result')
+           'describes_text', 'hints_of', 'json_in_text', 'render_content', 'structured_value', 'to_tool_result')
 
 HINT_FIELDS = (('read_only', 'read_only_hint'), ('destructive', 'destructive_hint'),
                ('idempotent', 'idempotent_hint'), ('open_world', 'open_world_hint'))
@@ -70,17 +70,61 @@ def _decoded_size(data: str) -> int:
 
 
 def to_tool_result(result: Any) -> McpCallResult:
-    """A `ToolResult` for an MCP `CallToolResult`: `isError` -> failure with the text; structured content ->
-    `value` (the text stays the output, or the compact JSON of the value when the server sent no text)."""
+    """A `ToolResult` for an MCP `CallToolResult`: `isError` -> a failure with the text. Otherwise the text is the
+    output and `value` is the data the result carries, the same data a model reading the text sees:
+
+    - the structured content, unless it only wraps the text (an object of one string equal to the text, such as
+      server-filesystem's `{"content": "<the text>"}`): then, as without structured content,
+    - the text's JSON when the text is a JSON object or array (strict JSON), so `$ref:step[0].name` reads what
+      the model was shown;
+    - otherwise no value: the text is the result (plans parse a JSON number or string in it themselves).
+
+    When the server sent structured content and no text, the text is its compact JSON."""
     text = render_content(result.content)
     if result.is_error:
         return McpCallResult('', text if text.strip() else NO_MESSAGE, mcp=result)
     structured = result.structured_content
-    if structured is None:
-        return McpCallResult(text, mcp=result)
-    if not text:
-        text = compact(structured)
-    return McpCallResult(text, None, structured, True, mcp=result)
+    if structured is not None and not _wraps_text(structured, text):
+        return McpCallResult(text or compact(structured), None, structured, True, mcp=result)
+    data = json_in_text(text)
+    if data is not None:
+        return McpCallResult(text, None, data, True, mcp=result)
+    return McpCallResult(text, mcp=result)
+
+
+def _wraps_text(structured: Any, text: str) -> bool:
+    """Whether `structured` is an object whose one entry is `text` itself (it says nothing the text does not)."""
+    return isinstance(structured, dict) and len(structured) == 1 and bool(text) and next(
+        iter(structured.values())) == text
+
+
+def json_in_text(text: str) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array `text` holds (surrounding whitespace aside), or `None`: not JSON, NaN or Infinity
+    in it, nested too deeply for the parser, or a number too long to convert."""
+    stripped = text.strip()
+    if not stripped or (stripped[0], stripped[-1]) not in (('{', '}'), ('[', ']')):
+        return None
+    try:
+        data = json.loads(stripped, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, (dict, list)) else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f'{name} is not JSON')
+
+
+def describes_text(output_schema: Any) -> bool:
+    """Whether an output schema is an object of one string property: the shape of structured content that only
+    wraps the text (see `to_tool_result`), so the value a plan refers to follows the text, not this schema."""
+    if not isinstance(output_schema, Mapping):
+        return False
+    properties = output_schema.get('properties')
+    if not isinstance(properties, Mapping) or len(properties) != 1:
+        return False
+    only = next(iter(properties.values()))
+    return isinstance(only, Mapping) and only.get('type') == 'string'
 
 
 def hints_of(annotations: Any) -> dict[str, bool]:
@@ -98,9 +142,11 @@ def hints_of(annotations: Any) -> dict[str, bool]:
 def definition_of(name: str, tool: Any, server: str, **metadata: Any) -> ToolDefinition:
     """The `ToolDefinition` of an MCP server's tool (the SDK's `Tool`) under `name`: its description and input
     schema, its hints as metadata fields, and in `metadata.extra` the tool as listed (`mcp_tool`, which a server
-    in front of it lists unchanged), its server name, output schema and annotations. `metadata` adds fields."""
+    in front of it lists unchanged), its server name, output schema (unless it only wraps the text, see
+    `describes_text`) and annotations. `metadata` adds fields."""
     extra: dict[str, Any] = {'mcp_name': tool.name, 'mcp_server': server, 'mcp_tool': tool}
-    if tool.output_schema is not None:
+    if tool.output_schema is not None and not describes_text(tool.output_schema):
+        # `output_schema` is the contract of the value plans refer to; a schema that only wraps the text is not.
         extra['output_schema'] = tool.output_schema
     if tool.annotations is not None:
         extra['annotations'] = tool.annotations.model_dump(exclude_none=True)

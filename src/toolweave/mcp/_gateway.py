@@ -31,7 +31,7 @@ from toolweave.mcp._config import GatewayConfig, ServerConfig
 from toolweave.mcp._content import adapt_names, definition_of
 from toolweave.mcp._results import remember_content
 from toolweave.mcp._sdk import require_mcp
-from toolweave.mcp._search import DescribeTool, SearchTool
+from toolweave.mcp._search import DescribeTool, SearchTool, unknown_tool_message
 from toolweave.mcp._serving import ToolServer
 from toolweave.mcp._stdio import stdio_streams
 from toolweave.mcp._upstream import DEFAULT_BACKOFF, Backoff, Upstream
@@ -47,9 +47,9 @@ __all__ = ('GatewayTool', 'McpGateway', 'default_log_dir')
 logger = logging.getLogger('toolweave.mcp.gateway')
 
 _SEARCH_HELP = ('# Finding tools\nThis server lists only `search_tools`, `describe_tools` and `execute_tool_plan`; '
-                'many more tools can be called. Find them with `search_tools` (words from their names or '
-                'descriptions), read their schemas with `describe_tools`, then run them with `execute_tool_plan` '
-                '(a plan of one step is fine).')
+                'many more tools can be called. Find them with `search_tools` (say what the tool does; it answers '
+                "with each match's input schema), then run them with `execute_tool_plan` (a plan of one step is "
+                'fine). `describe_tools` gives a full definition.')
 
 
 def default_log_dir() -> Path:
@@ -151,7 +151,8 @@ class McpGateway:
         self._reserved = {tool.name for tool in front}
         self._served = ToolServer(self.tools, front=front, listed=self._listed, review_handler=review_handler,
                                   approval_fallback=self._fallback_for,
-                                  announces_changes=self.config.mode == 'tools')
+                                  announces_changes=self.config.mode == 'tools',
+                                  unknown_tool=self._unknown_tool if self.config.mode == 'search' else None)
         self._stack: AsyncExitStack | None = None
         self._started = False
         self._server: Any = None
@@ -245,6 +246,9 @@ class McpGateway:
 
     def _catalog(self) -> list[ToolDefinition]:
         return [tool.definition for tool in self._available()]
+
+    def _unknown_tool(self, name: str) -> str:
+        return unknown_tool_message(name, self._catalog())
 
     def _fallback_for(self, tool_name: str) -> ApprovalFallback:
         tool = self.tools.find(tool_name)

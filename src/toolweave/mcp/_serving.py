@@ -56,13 +56,15 @@ class ToolServer:
         approval_fallback: what a call that needs approval gets when the client cannot be asked (`'deny'` or
             `'allow'`, or a function of the tool's name giving one).
         announces_changes: whether the server tells clients when its tool list changes (`tools_changed`).
+        unknown_tool: the error message for a call of a tool it does not have (default: the name and every
+            tool's name); a gateway in search mode names the closest few instead of its whole catalogue.
     """
 
     def __init__(self, tools: Toolset, *, front: Sequence[Tool] = (),
                  listed: Callable[[], Iterable[Tool]] | None = None,
                  review_handler: ReviewHandler | None = None,
                  approval_fallback: ApprovalFallback | Callable[[str], ApprovalFallback] = 'deny',
-                 announces_changes: bool = False) -> None:
+                 announces_changes: bool = False, unknown_tool: Callable[[str], str] | None = None) -> None:
         if not callable(approval_fallback) and approval_fallback not in ('deny', 'allow'):
             raise UserError(f"approval_fallback must be 'deny' or 'allow', got {approval_fallback!r}.")
         self.tools = tools
@@ -71,6 +73,7 @@ class ToolServer:
         self._review_handler = review_handler
         self._fallback = FallbackReviewer(approval_fallback)
         self._announces = announces_changes
+        self._unknown_tool = unknown_tool
         self._legacy_sessions: dict[int, tuple[Any, Any]] = {}
         self._bus: Any = None
 
@@ -151,6 +154,8 @@ class ToolServer:
             return self._outcome(types, outcome, modern)
         tool = self._front.get(params.name) or self.tools.find(params.name)
         if tool is None:
+            if self._unknown_tool is not None:
+                raise MCPError(types.INVALID_PARAMS, self._unknown_tool(params.name))
             available = ', '.join([*self._front, *self.tools.names]) or '(none)'
             raise MCPError(types.INVALID_PARAMS, f'Unknown tool {params.name!r}. Available tools: {available}.')
         context = context_from_meta(params.meta)

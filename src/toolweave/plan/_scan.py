@@ -184,13 +184,25 @@ class Scanner:
                 self.known = ', '.join(list(self.ids)[:20]) + (', ...' if len(self.ids) > 20 else '')
             self.problems.append(
                 f'{self.where()}: reference {_short(written)} names step {ref.step!r}, which is not in the plan.'
-                f'{self.suggest(ref.step)} Refer to one of the step ids: {self.known}.'
+                f'{self.item_hint(ref, written) or self.suggest(ref.step)} Refer to one of the step ids: {self.known}.'
             )
             return None
         self.deps.append(index)
         if self.check is not None:
             self.checked(index, ref.path, written)
         return (ref.step, ref.path, written, index)
+
+    def item_hint(self, ref: Ref, written: str) -> str:
+        """`$ref:item` written for `$item` (the element of a `for_each` step) or `$ref:index` for `$index`: show the
+        reference as it should be written."""
+        if ref.step not in ('item', 'index'):
+            return ''
+        meant = written.replace(PREFIX, '$', 1) if PREFIX in written else '$' + written
+        what = 'element' if ref.step == 'item' else 'position of the element'
+        if self.items:
+            return f' The {what} a "for_each" step is called with is written without "$ref:": {_short(meant)}.'
+        return (f' Did you mean {_short(meant)}? It stands for the {what} of a step with "for_each", and only in '
+                "that step's arguments.")
 
     def checked(self, position: int, path: tuple[Segment, ...], written: str) -> None:
         assert self.check is not None

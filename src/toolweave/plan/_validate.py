@@ -45,6 +45,8 @@ INLINE_PREPARE_VALUES = 20_000
 """Plans with up to `INLINE_PREPARE_STEPS` steps and `INLINE_PREPARE_VALUES` values in their arguments are
 validated on the event loop (a few milliseconds); larger ones in a worker thread, which gives the event loop's
 thread its turn every few milliseconds."""
+MAX_LISTED = 10
+"""An unknown tool's error lists every tool name up to this many, else the closest few."""
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
 """Meta-tools a plan step may never call: plans do not nest."""
 _NO_DEPS: tuple[int, ...] = ()
@@ -368,14 +370,24 @@ def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], pro
                 available = [t for t in tools.names if t not in refused]
             in_step = f' in step {step.id!r}' if plan.dialect == 'id' else ''  # index-based ids are not the model's
             if name not in suggested:  # difflib once per unknown name, for the first few names only
-                suggested[name] = _did_you_mean(name, available) if len(suggested) < 5 else ''
-            shown = ', '.join(available[:50]) + (', ...' if len(available) > 50 else '')
-            problems.add(index, f'{label}: Unknown tool {name[:100]!r}{in_step}.{suggested[name]} Available tools: '
-                                f'{shown or "(none)"}.')
+                suggested[name] = _hint(name, available, close=len(suggested) < 5)
+            problems.add(index, f'{label}: Unknown tool {name[:100]!r}{in_step}.{suggested[name]}')
         else:
             cache[name] = tool
         out.append(tool)
     return out
+
+
+def _hint(name: str, available: list[str], *, close: bool) -> str:
+    """A "did you mean" (when `close`), then every tool name up to `MAX_LISTED`, past that the closest few (a long
+    list costs the model tokens, and a gateway in search mode hides its catalogue on purpose)."""
+    mean = _did_you_mean(name, available) if close else ''
+    if len(available) <= MAX_LISTED:
+        return f'{mean} Available tools: {", ".join(available) or "(none)"}.'
+    nearest = difflib.get_close_matches(name, available, n=3, cutoff=0.4) if close else []
+    if not nearest:
+        return f'{mean} It is not one of the {len(available)} tools.'
+    return f'{mean} Closest of the {len(available)} tools: {", ".join(nearest)}.'
 
 
 def _did_you_mean(name: str, available: list[str]) -> str:
