@@ -27,7 +27,6 @@ from toolweave.testing import FakeTool, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
-LOOP_ID = 'toolweave.loop_id'
 
 
 def plan_call(steps: list[tuple[str, str, dict[str, Any]]], output_steps: list[str] | None = None) -> dict[str, Any]:
@@ -110,8 +109,8 @@ async def test_plan_steps_get_the_run_context() -> None:  # inside plans
     probe = FakeTool('probe')
     model = ScriptedModel([plan_call([('a', 'probe', {}), ('b', 'probe', {})]), 'ok'])
     result = await Agent(model, tools=[probe], tool_planning=True, context={'tenant': 'acme'}).run('go')
-    assert [c.context['tenant'] for c in probe.calls] == ['acme', 'acme']
-    assert {c.context[LOOP_ID] for c in probe.calls} == {result.process.context.loop_id}
+    assert [dict(c.context) for c in probe.calls] == [{'tenant': 'acme'}, {'tenant': 'acme'}]
+    assert {c.context.loop_id for c in probe.calls} == {result.process.context.loop_id} != {None}
 
 
 async def test_invalid_plan_is_text_for_the_model_and_nothing_runs() -> None:

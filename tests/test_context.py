@@ -218,3 +218,15 @@ async def test_a_typed_handler_with_an_optional_context_gets_the_model() -> None
     for made in (created, decorated):
         result = await made.call('{"query": {"q": "x"}}' if made is decorated else '{"q": "x"}', {'tenant': 'acme'})
         assert result.output == 'x@acme', made
+
+
+def test_the_loop_id_travels_beside_the_entries() -> None:
+    ctx = ToolCallContext.of(tenant='acme').with_loop_id('turn-1')
+    assert (dict(ctx), ctx.to_map(), ctx.loop_id, len(ctx)) == ({'tenant': 'acme'}, {'tenant': 'acme'}, 'turn-1', 1)
+    assert 'toolweave.loop_id' not in ctx and repr(ctx) == "ToolCallContext({'tenant': 'acme'}, loop_id='turn-1')"
+    assert ctx.merge({'locale': 'en'}).loop_id == 'turn-1'  # merging entries keeps the loop
+    assert ToolCallContext.EMPTY.merge(ctx) is ctx and ToolCallContext.of(ctx) is ctx
+    assert ctx.merge(ToolCallContext.EMPTY.with_loop_id('turn-2')).loop_id == 'turn-2'  # a later loop wins
+    assert ctx != ToolCallContext.of(tenant='acme') and ctx == ToolCallContext.of(tenant='acme').with_loop_id('turn-1')
+    assert not ToolCallContext.EMPTY.with_loop_id('x').is_empty
+    assert ToolCallContext.of({'toolweave.loop_id': 'mine'}).loop_id == 'mine'  # a caller may still name its loop

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from toolweave import (
     GLOBAL_METRICS,
+    Agent,
     ArtifactSinkingTool,
     CompositeSink,
     DelegatingTool,
@@ -33,7 +34,7 @@ from toolweave import (
     with_description,
     with_note,
 )
-from toolweave.testing import FakeTool
+from toolweave.testing import FakeTool, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -575,3 +576,15 @@ async def test_a_plain_value_given_as_the_result_value_is_an_artifact() -> None:
         await ArtifactSinkingTool(source, sink).call()
     assert sink.items() == ['captured']  # a returned number is a value, not an artifact
     assert (await count.call()).value == 3 and (await keep_quiet.call()).value == 3
+
+
+async def test_one_shot_per_loop_in_agent_runs_whose_tools_see_only_their_configured_context() -> None:
+    body = FakeTool('skill', 'long body')
+    skill = OneShotPerLoopTool(body)
+    agent = Agent(ScriptedModel([{'tool': 'skill', 'arguments': {}}, {'tool': 'skill', 'arguments': {}}, 'ok',
+                                 {'tool': 'skill', 'arguments': {}}, 'ok']), tools=[skill])
+    first = await agent.run('go')
+    second = await agent.run('again')
+    replies = [m.content or '' for r in (first, second) for m in r.messages if type(m).__name__ == 'ToolMessage']
+    assert replies[0] == 'long body' and replies[1].startswith('ALREADY LOADED') and replies[2] == 'long body'
+    assert body.call_count == 2 and all(dict(call.context) == {} for call in body.calls)

@@ -272,7 +272,8 @@ async def test_a_hidden_gate_asks_the_review_handler_or_fails_the_configuration(
     assert [r.tool_name for r in reviewer.requests] == ['publish']
 
     model = ScriptedModel([[function_call(pipeline.name, {'input': 'hi'}, call_id='p')]])
-    with pytest.raises(AgentsUserError, match="Tool 'publish' requires approval but no ReviewHandler") as raised:
+    with pytest.raises(AgentsUserError, match="Tool 'publish' asked for approval while it ran, .* Pass "
+                       '`review_handler=` to `function_tool`') as raised:
         await Runner.run(Agent(name='a', model=model, tools=[function_tool(pipeline)]), 'go', run_config=NO_TRACING)
     assert isinstance(raised.value.__cause__, ToolConfigurationError)
 

@@ -311,8 +311,12 @@ async def test_a_hidden_gate_without_a_review_handler_is_a_configuration_error()
     gated_step_plan = plan(step('p', pipeline.name, input='x'))
     script = Script([calls_plan(gated_step_plan)])
     agent = Agent(script.model(), capabilities=[ToolPlanning()], toolsets=[ToolweaveToolset([pipeline])])
-    with pytest.raises(ToolConfigurationError, match="Tool 'publish' requires approval but no ReviewHandler"):
+    with pytest.raises(ToolConfigurationError) as raised:
         await agent.run('go')
+    assert str(raised.value) == (  # what the adapter's user does, not what a toolweave Agent's user would
+        "Tool 'publish' asked for approval while it ran, where the framework could not ask before the call (a gated "
+        'tool inside a pipeline, a tool that calls another, a sub-agent). Pass `review_handler=` to `PlanToolset`, '
+        'or gate the outer tool with `requires_approval` so the framework asks first.')
 
 
 async def test_cancelling_the_run_cancels_every_running_step() -> None:
@@ -437,6 +441,31 @@ async def test_an_approved_plan_with_a_hidden_gate_and_no_review_handler_says_ho
                         deferred_tool_results=DeferredToolResults(approvals={'plan-1': True}))
     assert str(raised.value) == (
         "Tool 'publish' asked for approval while it ran, where the framework could not ask before the call (a gated "
-        'tool inside a pipeline, for example). Pass `review_handler=` to `PlanToolset`, or gate the outer tool with '
-        '`requires_approval` so the framework asks first.'
+        'tool inside a pipeline, a tool that calls another, a sub-agent). Pass `review_handler=` to `PlanToolset`, '
+        'or gate the outer tool with `requires_approval` so the framework asks first.'
     )
+
+
+async def test_each_plan_step_over_a_toolweave_tool_is_traced_and_recorded_once() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolweave import GLOBAL_METRICS, InstrumentationSettings, instrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    script = Script([calls_plan(plan(step('a', 'greet', name='Ada'), step('b', 'greet', name='Bo'))), answer()])
+    agent = Agent(script.model(), toolsets=[PlanToolset(ToolweaveToolset([greet]))])
+    instrument(InstrumentationSettings(tracer_provider=provider))
+    try:
+        await agent.run('go')
+    finally:
+        instrument(False)
+    spans = exporter.get_finished_spans()
+    by_id = {span.context.span_id: span for span in spans}
+    calls = [span for span in spans if span.name == 'execute_tool greet']
+    assert len(calls) == 2  # one per step, not one for the step and one more for the tool behind it
+    assert sorted(by_id[span.parent.span_id].name for span in calls if span.parent) == ['plan_step a', 'plan_step b']
+    assert GLOBAL_METRICS.snapshot()['greet'].calls == 2

@@ -37,7 +37,7 @@ from toolweave.models import (
 )
 from toolweave.plan import PlanRun, planning_instructions
 from toolweave.plan.durable import StoreLike, open_store
-from toolweave.tools import LOOP_ID_KEY, Tool, ToolCallContext, ToolDefinition, Toolset, ToolsetItem
+from toolweave.tools import Tool, ToolCallContext, ToolDefinition, Toolset, ToolsetItem
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -251,7 +251,7 @@ class Agent:
         Args:
             prompt: The user's message.
             context: This run's call context, merged over the agent's (the run's entries win). Every tool call of
-                the run receives the merged context plus a fresh loop id under `toolweave.loop_id`.
+                the run receives the merged context, in a fresh tool loop (`ToolCallContext.loop_id`, not an entry).
             message_history: Earlier messages of the conversation (for example `result.messages` of the last
                 run); the agent's system prompt is added only if the history does not start with one.
             on_event: Called with every event of this run (tool calls, plan steps, progress, messages).
@@ -332,7 +332,8 @@ class Agent:
         if not isinstance(prompt, str):
             raise UserError(f'Agent prompt must be a string, got {type(prompt).__name__}: {prompt!r}.')
         parent = current_process()
-        effective = self.context.merge(ToolCallContext.of(context)).merge({LOOP_ID_KEY: uuid.uuid4().hex})
+        # The loop id travels beside the entries: a tool's context is exactly what the caller configured.
+        effective = self.context.merge(ToolCallContext.of(context)).with_loop_id(uuid.uuid4().hex)
         board = parent.blackboard.spawn() if parent is not None else Blackboard()
         process = AgentProcess(agent_name=self.name, budget=self.budget, parent=parent, blackboard=board,
                                context=effective)

@@ -22,6 +22,9 @@
   marked) and answers once with a `PlanReviewDecision` (approve all, approve some, edit, park, reject the plan).
   Handlers with `review_plan` answer it whole; others are asked about each gated step in turn.
 - A reviewer that cannot answer now raises `ApprovalPending`: the plan step parks and the rest runs on.
+- `ApprovedCalls` stands for a person who approved one call or one plan elsewhere (a framework's approval flow):
+  it approves exactly what they saw, once, and abstains from every other review (the other reviewers decide it;
+  with none, `ToolConfigurationError`).
 - Every decision is logged (logger `toolweave.approval`, INFO) and appended to the `ApprovalLog`s installed with
   `record_approvals()`, which plans and agents attach to their run records.
 """
@@ -29,6 +32,7 @@
 from __future__ import annotations
 
 from toolweave._public import present as _present
+from toolweave.approval._approved import ApprovedCalls
 from toolweave.approval._console import ConsoleReviewHandler, console_lock
 from toolweave.approval._gate import (
     current_review_handlers,
@@ -69,6 +73,7 @@ __all__ = (
     'ApprovalRecord',
     'ApprovalRequiredTool',
     'ApprovalRule',
+    'ApprovedCalls',
     'ask_plan',
     'AutoApproveHandler',
     'CallbackReviewHandler',

@@ -22,12 +22,14 @@ from time import perf_counter
 from typing import Any
 
 from toolweave._ambient import using
+from toolweave.approval._approved import ApprovedCalls
 from toolweave.approval._handlers import ReviewHandler, ask_handler, check_review_handler
 from toolweave.approval._log import ApprovalRecord, current_approval_log
 from toolweave.approval._model import (
     DEFAULT_ON_TIMEOUT,
     DEFAULT_TIMEOUT,
     OnTimeout,
+    PlanReviewRequest,
     ReviewDecision,
     ReviewRequest,
     ReviewTiming,
@@ -44,6 +46,7 @@ __all__ = (
     'decide',
     'decide_all',
     'decide_call',
+    'deciding',
     'preset_review',
     'record_decision',
     'request_approval',
@@ -211,16 +214,32 @@ async def request_approval(
             'call in `with use_review_handler(handler):` (`AutoApproveHandler()` approves everything).'
         )
     request = ReviewRequest(tool_name, description, arguments, timing, timeout, on_timeout,
-                            context or ToolCallContext.EMPTY)
+                            context if context is not None else ToolCallContext.EMPTY)
     return await decide_all(handlers, request, describe_edits=False)
+
+
+def deciding(handlers: tuple[ReviewHandler, ...],
+             request: ReviewRequest | PlanReviewRequest) -> tuple[ReviewHandler, ...]:
+    """The reviewers that decide `request`: all but an `ApprovedCalls` that abstains from it (the person it stands
+    for did not see it).
+
+    Raises:
+        ToolConfigurationError: only abstaining reviewers are installed: nothing may decide the call.
+    """
+    kept = tuple(h for h in handlers if not (isinstance(h, ApprovedCalls) and h.abstains(request)))
+    if kept or not handlers:
+        return kept
+    approved = next(h for h in reversed(handlers) if isinstance(h, ApprovedCalls))
+    raise approved.unreviewed(request)
 
 
 async def decide_all(handlers: tuple[ReviewHandler, ...], request: ReviewRequest, *,
                       describe_edits: bool) -> ReviewDecision:
-    """Ask every reviewer, innermost first; stop at the first rejection. An edit becomes the arguments the next
-    reviewer sees (with `describe_edits`, its description too) and the arguments the call runs with."""
+    """Ask every reviewer that decides (see `deciding`), innermost first; stop at the first rejection. An edit
+    becomes the arguments the next reviewer sees (with `describe_edits`, its description too) and the arguments
+    the call runs with."""
     revised: Any = None
-    for handler in reversed(handlers):
+    for handler in reversed(deciding(handlers, request)):
         decision = await decide(handler, request)
         if decision.kind == 'exit_early':
             return decision

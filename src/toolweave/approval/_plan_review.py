@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from time import perf_counter
 
-from toolweave.approval._gate import current_review_handlers, record_decision
+from toolweave.approval._gate import current_review_handlers, deciding, record_decision
 from toolweave.approval._handlers import ReviewHandler, ask_plan
 from toolweave.approval._model import PlanReviewDecision, PlanReviewRequest, ReviewDecision
 from toolweave.exceptions import ApprovalPending, ToolConfigurationError
@@ -26,9 +26,9 @@ async def review_plan(request: PlanReviewRequest) -> PlanReviewDecision:
     Raises:
         ToolConfigurationError: the plan has gated steps and no reviewer is installed.
     """
-    handlers = current_review_handlers()
     if not request.gated:
         return PlanReviewDecision.approve_all()
+    handlers = deciding(current_review_handlers(), request)
     if not handlers:
         names = ', '.join(sorted({step.tool for step in request.gated}))
         raise ToolConfigurationError(

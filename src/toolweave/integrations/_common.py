@@ -2,29 +2,24 @@
 toolweave tool, and approval.
 
 Approval works the same way in every framework: the framework asks its own human (pydantic-ai deferred tools,
-OpenAI Agents `needs_approval`, LangGraph `interrupt`) once, before the call, and a yes stands for toolweave's
-gate of the tools it named. A plan is put to the human whole, with toolweave's whole-plan review request
-(`plan_review`: every step, arguments as written, the gated ones marked), once, before any step runs, so an
-approval never re-runs half a plan; a yes answers that plan's whole-plan review. A gate the framework could not
-see before the call (a gated step inside a pipeline) asks the adapter's `review_handler`.
+OpenAI Agents `needs_approval`, LangGraph `interrupt`) once, before the call, and their yes is an `ApprovedCalls`
+reviewer bound to exactly what they saw: that tool call with those arguments, once. A plan is put to the human
+whole, with toolweave's whole-plan review request (`plan_review`: every step, arguments as written, the gated ones
+marked), once, before any step runs, so an approval never re-runs half a plan; their yes answers that plan's
+whole-plan review, and each gated step then runs under the decision made ahead, as in any whole-plan review. A gate
+the human did not see (a gated tool inside a pipeline, a tool that calls another, a sub-agent) asks the adapter's
+`review_handler`, or else the reviewers installed around the run; with none, it cannot run and the error says to
+pass `review_handler=` to the adapter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
-from toolweave.approval import (
-    PlanReviewDecision,
-    PlanReviewRequest,
-    ReviewDecision,
-    ReviewHandler,
-    ReviewRequest,
-    ask_plan,
-    use_review_handler,
-)
-from toolweave.exceptions import PlanValidationError, ToolConfigurationError, UserError
-from toolweave.plan import PlanTool, review_request
+from toolweave.approval import ApprovedCalls, PlanReviewRequest, ReviewHandler, use_review_handler
+from toolweave.exceptions import UserError
+from toolweave.plan import PlanTool
 from toolweave.tools import DelegatingTool, Tool, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 __all__ = (
@@ -101,15 +96,12 @@ class BoundContext(DelegatingTool):
         return await self.delegate.execute(arguments, self.context)
 
 
-def plan_review(arguments: Arguments, tools: Toolset) -> PlanReviewRequest | None:
-    """The whole-plan review of a plan tool call (every step, arguments as written, the gated ones marked): what
-    the framework's human is shown. `None` when no step needs approval, or when the plan cannot run (it then runs
-    nothing and the model gets the list of problems instead)."""
-    try:
-        request = review_request({} if arguments is None else arguments, tools)
-    except PlanValidationError:
-        return None
-    return request if request.gated else None
+async def plan_review(planner: PlanTool, arguments: Arguments) -> PlanReviewRequest | None:
+    """The whole-plan review of a plan tool call (every step, arguments as written, the gated ones marked), read as
+    the call will read it: what the framework's human is shown. `None` when no step needs approval, or when the
+    plan cannot run (it then runs nothing and the model gets the list of problems instead)."""
+    request = await planner.review_request(arguments)
+    return request if request is not None and request.gated else None
 
 
 def review_payload(request: PlanReviewRequest) -> dict[str, Any]:
@@ -118,50 +110,16 @@ def review_payload(request: PlanReviewRequest) -> dict[str, Any]:
             'description': request.describe()}
 
 
-class _FrameworkApproval:
-    """A `ReviewHandler` standing for what the framework's human already approved: a review of an approved tool is
-    approved, and so is the whole-plan review of an approved plan; any other review goes to `fallback`, and without
-    one it is a configuration error."""
-
-    def __init__(self, approved: frozenset[str], plan_approved: bool, fallback: ReviewHandler | None,
-                 adapter: str) -> None:
-        self.approved = approved
-        self.plan_approved = plan_approved
-        self.fallback = fallback
-        self.adapter = adapter
-
-    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
-        if self.plan_approved:
-            return PlanReviewDecision.approve_all()
-        if self.fallback is None:
-            raise ToolConfigurationError(
-                f'A plan asked for approval of steps {", ".join(s.id for s in request.gated)} that the framework did '
-                f'not ask about. Pass `review_handler=` to `{self.adapter}`.')
-        return await ask_plan(self.fallback, request)
-
-    async def review(self, request: ReviewRequest) -> ReviewDecision:
-        if request.tool_name in self.approved:
-            return ReviewDecision.approve()
-        if self.fallback is None:
-            raise ToolConfigurationError(
-                f'Tool {request.tool_name!r} asked for approval while it ran, where the framework could not ask '
-                f'before the call (a gated tool inside a pipeline, for example). Pass `review_handler=` to '
-                f'`{self.adapter}`, or gate the outer tool with `requires_approval` so the framework asks first.'
-            )
-        return await self.fallback.review(request)
-
-
 async def call_tool(tool: Tool, arguments: Arguments, context: ToolCallContext, *, adapter: str,
-                    approved: Iterable[str] = (), plan: PlanReviewRequest | None = None,
+                    approved: bool = False, plan: PlanReviewRequest | None = None,
                     review_handler: ReviewHandler | None = None) -> ToolResult:
-    """`tool.call` inside a framework: the tools in `approved` pass their gate; for `plan`, the plan the framework's
-    human approved, the whole-plan review of the plan tool (built by `whole_plan_tool`) approves every gated step,
-    and the gated steps' tools pass their gates (a framework's tool may call the toolweave tool it wraps). Other
-    gates ask `review_handler`."""
-    names = frozenset(approved) | {step.tool for step in plan.gated} if plan is not None else frozenset(approved)
-    if not names and plan is None and review_handler is None:
-        return await tool.call(arguments, context)  # keep any handler the caller installed around the run
-    with use_review_handler(_FrameworkApproval(names, plan is not None, review_handler, adapter)):
+    """`tool.call` inside a framework, with what the framework's human approved: this very call (`approved`: the
+    tool with these arguments, once), or, for a plan tool (built by `whole_plan_tool`), the whole-plan review they
+    saw (`plan`). Every other gate asks `review_handler`, or the reviewers installed around the run; with none, it
+    is a `ToolConfigurationError` naming `adapter` (see `ApprovedCalls`)."""
+    approval = ApprovedCalls(tool=tool.name if approved else None, arguments=arguments if approved else None,
+                             plan=plan, fallback=review_handler, where=adapter)
+    with use_review_handler(approval):
         return await tool.call(arguments, context)
 
 

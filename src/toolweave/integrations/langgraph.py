@@ -133,20 +133,21 @@ def langchain_tool(tool: Tool, *, context: ContextSource[RunnableConfig] = None,
         tool: any toolweave tool.
         context: the hidden `ToolCallContext` of each call: fixed entries, or a function of the `RunnableConfig`
             (`lambda config: {'tenant': config['configurable']['tenant']}`). It never reaches the model.
-        review_handler: asked by gates LangGraph cannot see before the call (a gated step inside a pipeline).
+        review_handler: asked by gates LangGraph cannot see before the call (a gated tool inside a pipeline, a
+            tool that calls another).
     """
     definition = tool.definition
     name = definition.name
 
     async def run(config: RunnableConfig, /, **arguments: Any) -> str:
-        approved: tuple[str, ...] = ()
+        approved = False
         if definition.metadata.requires_approval:
             shown = json.dumps(arguments, default=str)
             answer = _ask({'tool': name, 'arguments': arguments, 'description': f'{name}: {shown}'})
             if not answer['approved']:
                 raise _rejection(answer, f'{name}: {shown}')
-            arguments = answer.get('arguments', arguments)
-            approved = (name,)
+            arguments = answer.get('arguments', arguments)  # the call they approved: as it was, or as they edited it
+            approved = True
         result = await call_tool(tool, arguments, call_context(context, config), adapter='langchain_tool',
                                  approved=approved, review_handler=review_handler)
         return _returned(result)
@@ -258,7 +259,9 @@ def plan_tool(
     Args:
         tools: the tools plans may call (read at call time, so a list you extend later is seen).
         name: the plan tool's name.
-        review_handler: asked by gates LangGraph cannot see before the plan runs (a gated step inside a pipeline).
+        review_handler: asked by gates LangGraph cannot see before the plan runs (a gated tool inside a pipeline, a
+            tool that calls another, a sub-agent); without one, the reviewers installed around the run, else the
+            call cannot run.
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take.
         timeout: seconds a whole plan may take.
@@ -268,12 +271,12 @@ def plan_tool(
 
     async def run(config: RunnableConfig, /, **arguments: Any) -> str:
         steps = Toolset([_step_tool(tool, config) for tool in pool])
-        review = plan_review(arguments, steps)
+        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
+        review = await plan_review(planner, arguments)
         if review is not None:
             answer = _ask({'tool': name, 'arguments': arguments, **review_payload(review)})
             if not answer['approved']:
                 raise _rejection(answer, 'the plan did not run')
-        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
         result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
                                  plan=review, review_handler=review_handler)
         return _returned(result)

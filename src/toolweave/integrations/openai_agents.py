@@ -38,7 +38,7 @@ from toolweave.integrations._common import (
     plan_review,
     whole_plan_tool,
 )
-from toolweave.plan import planning_instructions
+from toolweave.plan import PlanTool, planning_instructions
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolMetadata, ToolResult, Toolset
 
 try:
@@ -80,7 +80,8 @@ def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] 
         tool: any toolweave tool.
         context: the hidden `ToolCallContext` of each call: fixed entries, or a function of the run context
             wrapper (`lambda ctx: {'tenant': ctx.context.tenant}`). It never reaches the model.
-        review_handler: asked by gates the SDK cannot see before the call (a gated step inside a pipeline).
+        review_handler: asked by gates the SDK cannot see before the call (a gated tool inside a pipeline, a
+            tool that calls another).
     """
     definition = tool.definition
     gated = definition.metadata.requires_approval
@@ -88,7 +89,7 @@ def function_tool(tool: Tool, *, context: ContextSource[RunContextWrapper[Any]] 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         # The SDK invokes a tool with `needs_approval` only once a human approved the call.
         result = await call_tool(tool, arguments, call_context(context, ctx), adapter='function_tool',
-                                 approved=(definition.name,) if gated else (), review_handler=review_handler)
+                                 approved=gated, review_handler=review_handler)
         return result.text
 
     return _ToolweaveFunctionTool(
@@ -243,13 +244,15 @@ def plan_tool(
     teach the model the plan language.
 
     A plan whose steps call tools that need approval needs approval itself: the human answers once, for the whole
-    plan, before any step runs; their yes approves those steps.
+    plan, before any step runs; their yes approves those steps of that plan, and nothing else.
 
     Args:
         tools: the tools plans may call (function tools, with their guardrails; hosted tools are left out). Read at
             call time, so a list you extend later is seen.
         name: the plan tool's name.
-        review_handler: asked by gates the SDK cannot see before the plan runs (a gated step inside a pipeline).
+        review_handler: asked by gates the SDK cannot see before the plan runs (a gated tool inside a pipeline, a
+            tool that calls another, a sub-agent); without one, the reviewers installed around the run, else the
+            call cannot run.
         concurrency: most steps running at once (`None`: no limit).
         step_timeout: seconds one step may take.
         timeout: seconds a whole plan may take.
@@ -257,15 +260,18 @@ def plan_tool(
     pool = tools if isinstance(tools, list) else list(tools)
     definition = plan_definition(name, concurrency, step_timeout, timeout)
 
+    async def planner(run_context: RunContextWrapper[Any]) -> PlanTool:
+        return whole_plan_tool(await _step_tools(pool, run_context), name=name, concurrency=concurrency,
+                               step_timeout=step_timeout, timeout=timeout)
+
     async def needs_approval(run_context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
-        return plan_review(arguments, await _step_tools(pool, run_context)) is not None
+        return await plan_review(await planner(run_context), arguments) is not None
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
-        steps = await _step_tools(pool, ctx)
-        approved = plan_review(arguments, steps)  # the SDK asked; the human said yes
-        planner = whole_plan_tool(steps, name=name, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout)
+        plans = await planner(ctx)
+        approved = await plan_review(plans, arguments)  # the SDK asked; the human said yes to this plan
         try:
-            result = await call_tool(planner, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
+            result = await call_tool(plans, arguments, ToolCallContext.EMPTY, adapter='plan_tool',
                                      plan=approved, review_handler=review_handler)
         except _GuardrailTripped as tripped:
             raise tripped.error from None

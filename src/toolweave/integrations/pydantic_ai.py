@@ -17,6 +17,7 @@ import copy
 import inspect
 from collections.abc import Sequence
 from contextlib import nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +26,7 @@ import pydantic_core
 from pydantic_core import core_schema
 
 from toolweave.approval import ReviewHandler
-from toolweave.exceptions import UserError
+from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UserError
 from toolweave.integrations._common import (
     Arguments,
     ContextSource,
@@ -59,6 +60,22 @@ _ARGUMENTS = pydantic_core.SchemaValidator(core_schema.dict_schema(core_schema.s
 """A JSON object; the toolweave tool validates its own arguments and tells the model every problem at once."""
 
 
+_delegated: ContextVar[str | None] = ContextVar('toolweave_pydantic_ai_delegated', default=None)
+"""The tool a plan step is calling through the pydantic-ai toolset it came from: when that toolset turns out to be
+a `ToolweaveToolset`, the step's own `Tool.call` (review, span, metrics) stands for the tool's, which then only
+runs its body, as a wrapper's delegate does: each step is reviewed, traced and recorded once."""
+
+
+async def _execute(tool: Tool, arguments: Arguments, context: ToolCallContext) -> ToolResult:
+    """`tool.execute`, an exception becoming a failure result as `Tool.call` makes it."""
+    try:
+        return await tool.execute(arguments, context)
+    except (ToolConfigurationError, ControlFlowSignal):
+        raise
+    except Exception as exc:
+        return ToolResult.from_exception(exc)
+
+
 def _returned(result: ToolResult) -> str:
     """What pydantic-ai gives the model: the output a toolweave agent would show, or a failure it can act on."""
     if result.error is not None:
@@ -74,13 +91,16 @@ class ToolweaveToolset(AbstractToolset[AgentDepsT]):
 
     Each tool keeps its name, description and JSON schema; a failure result reaches the model as a failed tool
     return (`ToolFailed`), never as an exception of the run. A tool that requires approval becomes a deferred tool
-    that pydantic-ai asks a human about; once approved, toolweave's gate of that tool passes.
+    that pydantic-ai asks a human about; once approved, toolweave's gate of that call (that tool, those arguments)
+    passes, and only of that call.
 
     Args:
         tools: a `Toolset` (kept live: an `McpToolset` entered later is seen), or anything `Toolset(...)` accepts.
         context: the hidden `ToolCallContext` of each call: fixed entries, or a function of the `RunContext`
             (for example `lambda ctx: {'tenant': ctx.deps.tenant}`). It never reaches the model.
-        review_handler: asked by gates pydantic-ai cannot see before a call (a gated step inside a pipeline).
+        review_handler: asked by gates pydantic-ai cannot see before a call (a gated tool inside a pipeline, a tool
+            that calls another, a sub-agent); without one, the reviewers installed around the run, else the call
+            cannot run.
         max_retries: how many times pydantic-ai lets the model retry a call with invalid arguments.
         id: the toolset's id, for durable execution.
     """
@@ -108,8 +128,12 @@ class ToolweaveToolset(AbstractToolset[AgentDepsT]):
         gated = found.definition.metadata.requires_approval
         if gated and not ctx.tool_call_approved:
             raise ApprovalRequired({'tool': name, 'arguments': tool_args})
-        result = await call_tool(found, tool_args, call_context(self.context, ctx), adapter='ToolweaveToolset',
-                                 approved=(name,) if gated else (), review_handler=self.review_handler)
+        context = call_context(self.context, ctx)
+        if _delegated.get() == name:  # a plan step calling this tool: its call (review, span, record) is running
+            _delegated.set(None)
+            return _returned(await _execute(found, tool_args, context))
+        result = await call_tool(found, tool_args, context, adapter='ToolweaveToolset', approved=gated,
+                                 review_handler=self.review_handler)
         return _returned(result)
 
     def __repr__(self) -> str:
@@ -149,6 +173,7 @@ class _PydanticAITool(Tool):
 
     async def execute(self, arguments: Arguments, context: ToolCallContext) -> ToolResult:
         name = self._definition.name
+        token = _delegated.set(name)  # a toolweave tool behind it runs its body only: this call is its call
         try:
             value = await self._call(arguments)
         except ValidationError as exc:
@@ -161,6 +186,8 @@ class _PydanticAITool(Tool):
                 f'Tool {name!r} asked to be approved or completed outside the run when it was called, which a plan '
                 f'step cannot wait for. Call {name!r} directly instead of in a plan.'
             )
+        finally:
+            _delegated.reset(token)
         if isinstance(value, ToolReturn):
             value = value.return_value
         text = value if isinstance(value, str) else pydantic_core.to_json(value, fallback=str).decode()
@@ -211,7 +238,8 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
     name: str = 'execute_tool_plan'
     """The plan tool's name."""
     review_handler: ReviewHandler | None = None
-    """Asked by gates pydantic-ai cannot see before the plan runs (a gated step inside a pipeline)."""
+    """Asked by gates pydantic-ai cannot see before the plan runs (a gated tool inside a pipeline, a tool that calls
+    another, a sub-agent): the human's approval covers only the plan's own gated steps."""
     concurrency: int | None = None
     """Most steps running at once (`None`: no limit)."""
     step_timeout: float | None = None
@@ -254,11 +282,11 @@ class PlanToolset(WrapperToolset[AgentDepsT]):
         if name != self.name:
             return await super().call_tool(name, tool_args, ctx, tool)
         steps = as_toolset(await toolweave_tools(self.wrapped, ctx))
-        review = plan_review(tool_args, steps)
+        planner = whole_plan_tool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
+                                  timeout=self.timeout)
+        review = await plan_review(planner, tool_args)
         if review is not None and not ctx.tool_call_approved:
             raise ApprovalRequired(review_payload(review))
-        planner = whole_plan_tool(steps, name=self.name, concurrency=self.concurrency, step_timeout=self.step_timeout,
-                            timeout=self.timeout)
         result = await call_tool(planner, tool_args, ToolCallContext.EMPTY, adapter='PlanToolset',
                                  plan=review, review_handler=self.review_handler)
         return _returned(result)

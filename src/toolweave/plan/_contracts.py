@@ -5,23 +5,31 @@ tool's `outputSchema`).
 Only definite problems are reported: a reference whose type is unknown (no output schema, an `$item`, text
 spliced into a string) fits anywhere, and a type the tool's own validation may coerce (the text "5" for an
 integer) is let through, as the tool would let it through at run time.
+
+A schema that cannot be read within bounded work (`schema_problem`: one that refers to itself, points nowhere, is
+too deep or too large, or is not JSON Schema) is not used: the tool's arguments or output are then not checked
+before the plan runs (a warning says so, once per schema), and the tool still checks its arguments when called.
 """
 
 from __future__ import annotations
 
+import logging
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, TypeAdapter
 
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
 from toolweave.tools import FunctionTool, Tool, ToolResult
+from toolweave.tools._schema_check import schema_problem
 
 __all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'output_schema', 'schema_at')
+
+logger = logging.getLogger('toolweave.plan')
 
 _SCALARS = {str: 'string', bool: 'boolean', int: 'integer', float: 'number', type(None): 'null', dict: 'object',
             list: 'array'}
@@ -174,15 +182,33 @@ def _return_schema(function: Callable[..., Any]) -> Mapping[str, Any] | None:
 
 def output_schema(tool: Tool) -> Mapping[str, Any] | None:
     """The JSON schema of a tool's value, when it declares one: `metadata.extra['output_schema']` (MCP tools' own
-    `outputSchema`), else a `@tool` function's return annotation (through wrappers that keep its parameters)."""
+    `outputSchema`), else a `@tool` function's return annotation (through wrappers that keep its parameters). A
+    declared schema that cannot be used (`schema_problem`) counts as none."""
     definition = tool.definition
     declared = definition.metadata.extra.get('output_schema')
     if isinstance(declared, Mapping):
-        return declared
+        return declared if usable(declared, definition.name, 'output') else None
     function_tool = tool.layer(FunctionTool)
     if function_tool is None or function_tool.definition.parameters != definition.parameters:
         return None
     return _return_schema(function_tool.function)
+
+
+_WARNED: dict[int, Any] = {}
+
+
+def usable(schema: Any, tool: str, kind: str) -> bool:
+    """Whether `schema` can be used (see the module); the first time one cannot, a warning says why."""
+    problem = schema_problem(schema)
+    if problem is None:
+        return True
+    if _WARNED.get(id(schema)) is not schema:
+        if len(_WARNED) >= 1024:
+            _WARNED.clear()
+        _WARNED[id(schema)] = schema
+        logger.warning('Tool %r: its %s schema is not used to check plans before they run: %s. The tool checks its '
+                       'own arguments when it is called.', tool, kind, problem)
+    return False
 
 
 # --- checking arguments -------------------------------------------------------------------------------------------
@@ -190,7 +216,7 @@ def output_schema(tool: Tool) -> Mapping[str, Any] | None:
 class Contract:
     """One tool's input schema, prepared to check literal arguments quickly, and its output schema."""
 
-    __slots__ = ('_broken', '_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required',
+    __slots__ = ('_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required',
                  'schema', 'simple')
 
     def __init__(self, tool: Tool) -> None:
@@ -198,7 +224,7 @@ class Contract:
         self.name = definition.name
         self.schema: Mapping[str, Any] = definition.parameters
         self.output = output_schema(tool)
-        schema = self.schema
+        schema = self.schema if usable(self.schema, self.name, 'input') else {}
         properties = schema.get('properties')
         self.properties: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
         required = schema.get('required')
@@ -214,12 +240,10 @@ class Contract:
                                for p in self.properties.values()):
             self.simple = {name: json_types(p, schema) or _ALL_TYPES for name, p in self.properties.items()}
         self._validator: Draft202012Validator | None = None
-        self._broken = False
 
-    def validator(self) -> Draft202012Validator | None:
-        if self._validator is None and not self._broken:
+    def validator(self) -> Draft202012Validator:
+        if self._validator is None:
             self._validator = _validator_for(self.schema)
-            self._broken = self._validator is None
         return self._validator
 
     def check(self, arguments: Mapping[str, Any]) -> list[str]:
@@ -227,10 +251,7 @@ class Contract:
         the JSON Schema validator."""
         if self.permissive:
             return []
-        validator = self.validator()
-        if validator is None:
-            return []
-        return self._check_full(arguments, validator)
+        return self._check_full(arguments, self.validator())
 
     def check_flat(self, arguments: Mapping[str, Any], with_refs: tuple[Any, ...], whole: Mapping[str, Any],
                    types: Mapping[str, frozenset[str] | None]) -> list[str] | None:
@@ -262,9 +283,13 @@ class Contract:
         return problems
 
     def _check_full(self, arguments: Mapping[str, Any], validator: Draft202012Validator) -> list[str]:
+        try:
+            errors = list(validator.iter_errors(arguments))
+        except RecursionError:  # arguments nested deeper than the validator can follow: the tool checks them
+            return []
         problems: list[str] = []
         seen: set[str] = set()
-        for error in validator.iter_errors(arguments):
+        for error in errors:
             where = _where(error)
             instance = error.instance
             if isinstance(instance, Reference):
@@ -295,22 +320,27 @@ class Contract:
                 'Refer to a field of the right type, or convert it with a select step first.')
 
 
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator | None]] = {}
+def _not_run(validator: Any, value: Any, instance: Any, schema: Any) -> None:
+    """A keyword left to the tool: a `pattern` can backtrack for ever on a long text, `uniqueItems` compares every
+    pair of a long list."""
+    return None
+
+
+_Validator = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {'pattern': _not_run, 'uniqueItems': _not_run})
+"""JSON Schema 2020-12 without the keywords whose cost a plan could make unbounded."""
+
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
 _MAX_VALIDATORS = 512
 
 
-def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator | None:
-    """A validator for a tool's input schema, kept across plans (checking a schema takes milliseconds; a
-    definition's schema never changes). `None` for a schema that is not valid JSON Schema: its arguments are then
-    not checked here, only by the tool."""
+def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator:
+    """A validator for a tool's input schema, kept across plans (a definition's schema never changes). The schema
+    is usable (`schema_problem`): its keywords have the types JSON Schema gives them."""
     known = _VALIDATORS.get(id(schema))
     if known is not None and known[0] is schema:
         return known[1]
-    try:
-        Draft202012Validator.check_schema(schema)
-        validator: Draft202012Validator | None = Draft202012Validator(schema)
-    except SchemaError:
-        validator = None
+    validator: Draft202012Validator = _Validator(schema)
     if len(_VALIDATORS) >= _MAX_VALIDATORS:
         _VALIDATORS.clear()
     _VALIDATORS[id(schema)] = (schema, validator)  # the schema is kept too, so its id is not reused meanwhile

@@ -492,7 +492,7 @@ class Run:
         done; `False` leaves a tool step whose condition holds to `run_step`."""
         record = self.records[index]
         try:
-            if kind.when is not None and not self.condition_holds(index, kind):
+            if kind.when is not None and not await self.condition_holds(index, kind):
                 return True
             if kind.source is None and kind.for_each is None:
                 return False
@@ -500,7 +500,7 @@ class Run:
                 record.called = True
                 self.transition(record, 'running')
                 found = self.resolve_field(index, kind.source, kind.source_rewrite)
-                self.record_value(record, found if kind.select is None else self.evaluate(index, kind, found))
+                self.record_value(record, found if kind.select is None else await self.evaluate(index, kind, found))
             else:
                 await self.run_items(index, kind)
         except StepFailed as exc:
@@ -514,13 +514,13 @@ class Run:
             self.release(index, ok=True)
         return True
 
-    def condition_holds(self, index: int, kind: StepKind) -> bool:
+    async def condition_holds(self, index: int, kind: StepKind) -> bool:
         """Evaluate the step's `when`; when false, skip the step (and, through `release`, its dependents)."""
         assert kind.when is not None
         step = self.steps[index]
         found = self.resolve_field(index, kind.when_source, kind.when_rewrite)
         try:
-            result = evaluate(kind.when, found)
+            result = await evaluate(kind.when, found)
         except ExpressionError as exc:
             raise StepFailed(f'Condition of step {step.id!r} could not be evaluated: {exc}') from None
         if truthy(result):
@@ -543,10 +543,10 @@ class Run:
         except ResolveError as exc:
             raise StepFailed(str(exc)) from None
 
-    def evaluate(self, index: int, kind: StepKind, value: Any) -> Any:
+    async def evaluate(self, index: int, kind: StepKind, value: Any) -> Any:
         assert kind.select is not None
         try:
-            return evaluate(kind.select, value)
+            return await evaluate(kind.select, value)
         except ExpressionError as exc:
             raise StepFailed(f'select of step {self.steps[index].id!r} failed: {exc}') from None
 

@@ -12,11 +12,19 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolweave.approval import ReviewHandler
+from toolweave.approval import PlanReviewRequest, ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
 from toolweave.plan._model import Dialect, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
-from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
+from toolweave.plan._parse import (
+    DEFAULT_MAX_BYTES,
+    EMPTY_PLAN,
+    Parsed,
+    loads_async,
+    parse_async,
+    plan_bytes,
+    too_large,
+)
 from toolweave.plan._plan_schema import (
     PlanSchema,
     SchemaTooLarge,
@@ -26,9 +34,10 @@ from toolweave.plan._plan_schema import (
     typed_schema,
 )
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
+from toolweave.plan._review import plan_review_request
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, RunsPlans, as_toolset
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, RunsPlans, as_toolset, prepare_async
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
@@ -109,6 +118,9 @@ class PlanTool(Tool, RunsPlans):
     limits), `'auto'` (typed when it fits, else compact, with a warning logged and `schema_note` saying why),
     or `'string'` (strict, `arguments` a JSON string). Every form of plan is accepted whatever the schema.
 
+    `max_steps` (1,000 by default here) and `max_bytes` (the plan text, 2,000,000) are checked before a plan is
+    built or read; a large plan is read and validated off the event loop (see docs/plans.md, Limits).
+
     ```python
     echo = FakeTool('echo', lambda args: args['text'])
     planner = PlanTool(Toolset([echo]))
@@ -137,12 +149,13 @@ class PlanTool(Tool, RunsPlans):
         store: StoreLike | None = None,
         plan_schema: PlanSchema = 'compact',
         max_items: int = DEFAULT_MAX_ITEMS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.tools = as_toolset(tools)
         self.dialect: Literal['id', 'index'] = dialect
         self.options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                                   review_handler, review_mode, None if store is None else open_store(store),
-                                  max_items)
+                                  max_items, max_bytes=max_bytes)
         self.on_event = on_event
         default_name = 'execute_tool_plan' if dialect == 'id' else 'execute_plan'
         self.schema_note: str | None = None
@@ -215,9 +228,7 @@ class PlanTool(Tool, RunsPlans):
             if streamed is not None:
                 streamed.abandon('Cancelled: an index-based plan starts nothing early')
             return await self._execute_index(arguments, context)
-        data: Any = arguments if arguments is not None else {}
-        data = self._without_unset_nulls(data)
-        parsed = parse_lenient(data)  # either dialect is accepted; the schema shows the id-based one
+        parsed = await self._parsed(arguments)
         try:
             run = await self._run(parsed, context, earlier, name, streamed)
         except PlanValidationError as exc:
@@ -235,19 +246,31 @@ class PlanTool(Tool, RunsPlans):
                 streamed.abandon('Cancelled: the plan call ended before its run did')
         return ToolResult.success(run.summary, run)
 
-    def _without_unset_nulls(self, data: Any) -> Any:
-        """Strict schemas make a model send `null` for every optional argument it leaves out: drop those the
-        tool's own schema does not accept (there, `null` can only mean "not given")."""
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except (json.JSONDecodeError, RecursionError):
-                return data
-        if not isinstance(data, Mapping) or not isinstance(data.get('steps'), list):
-            return data
-        return {**data, 'steps': [self._step_without_unset_nulls(step) for step in data['steps']]}
+    async def _parsed(self, arguments: ToolArguments) -> Parsed:
+        """The call's plan, read: either dialect is accepted (the schema shows the id-based one), with the nulls
+        of unset optional arguments dropped; a large plan is read off the event loop."""
+        options = self.options
+        return await parse_async(arguments if arguments is not None else {}, max_bytes=options.max_bytes,
+                                 max_steps=options.max_steps, clean=self._step_without_unset_nulls)
+
+    async def review_request(self, arguments: ToolArguments,
+                             context: ToolCallContext = ToolCallContext.EMPTY) -> PlanReviewRequest | None:
+        """What a whole-plan reviewer is shown for this call (every step, arguments as written, dependencies, the
+        gated ones marked), read and validated as the call itself will be: for code that asks its own person
+        before the call runs (the framework adapters, with `ApprovedCalls`). `None` when the plan cannot run (the
+        call then runs nothing and reports every problem). For `execute_tool_plan` (`dialect='id'`)."""
+        if self.dialect != 'id':
+            raise UserError('review_request reads id-based plans; this plan tool takes index-based ones '
+                            "(dialect='index').")
+        options = self.options
+        prepared, _ = await prepare_async(await self._parsed(arguments), self.tools, max_steps=options.max_steps,
+                                          max_items=options.max_items,
+                                          extra_refused=frozenset({self._definition.name}))
+        return None if prepared is None else plan_review_request(prepared, context)
 
     def _step_without_unset_nulls(self, step: Any) -> Any:
+        """Strict schemas make a model send `null` for every optional argument it leaves out: drop those the
+        tool's own schema does not accept (there, `null` can only mean "not given")."""
         if isinstance(step, dict) and isinstance(step.get('tool'), str) and isinstance(step.get('arguments'), dict):
             tool = self.tools.find(step['tool'])
             if tool is not None:
@@ -262,15 +285,21 @@ class PlanTool(Tool, RunsPlans):
                                 streamed=streamed)
 
     async def _execute_index(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        text = _plan_text(arguments)
+        limit = self.options.max_bytes
+        size = plan_bytes(arguments, limit) if isinstance(arguments, str) else None
+        if size is not None:
+            return ToolResult.success(json.dumps({'error': f'Plan validation failed: {too_large(size, limit)}'}))
+        text = await _plan_text(arguments)
         if text is None:
             return ToolResult.success(json.dumps({'error': 'Plan validation failed: the tool takes one string '
                                                   'argument "plan" holding the plan JSON'}))
         try:
-            data = json.loads(text) if isinstance(text, str) else text
+            data = await loads_async(text) if isinstance(text, str) else text
         except (json.JSONDecodeError, RecursionError):
             return ToolResult.success(json.dumps({'error': f'Invalid JSON: {str(text)[:100]}...'}))
-        parsed = parse_lenient(data, 'index')
+        except ValueError as exc:  # more objects and arrays than a plan text may hold
+            return ToolResult.success(json.dumps({'error': f'Plan validation failed: {exc}'}))
+        parsed = await parse_async(data, 'index', max_bytes=limit, max_steps=self.options.max_steps)
         try:
             run = await self._run(parsed, context)
         except PlanValidationError as exc:
@@ -282,12 +311,12 @@ class PlanTool(Tool, RunsPlans):
         return ToolResult.success(run.digest(), run)
 
 
-def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
+async def _plan_text(arguments: ToolArguments) -> str | Mapping[str, Any] | None:
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
-            return arguments  # the model sent the plan itself rather than {"plan": ...}
+            arguments = await loads_async(arguments)
+        except (ValueError, RecursionError):
+            return arguments  # the model sent the plan itself rather than {"plan": ...}, or a text parse reports
     if not isinstance(arguments, Mapping):
         return None
     plan = arguments.get('plan')

@@ -9,6 +9,7 @@ from toolweave._checks import check_number
 from toolweave.approval import ReviewHandler, check_review_handler
 from toolweave.exceptions import UserError
 from toolweave.plan._model import MissingField, ReviewMode
+from toolweave.plan._parse import DEFAULT_MAX_BYTES
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS
 
@@ -42,6 +43,8 @@ class RunOptions:
     """The most elements a `for_each` step may run over."""
     workers: str | None = None
     """The worker queue each step's tool call is sent to (see `toolweave.plan.workers`), `None`: this process."""
+    max_bytes: int = DEFAULT_MAX_BYTES
+    """The largest plan text read, in bytes (checked before it is read; a plan given as a mapping has none)."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -58,6 +61,7 @@ class RunOptions:
         check_number(self.max_items, 'max_items', integer=True, minimum=1)
         if self.workers is not None:
             worker_queue(self.workers)
+        check_number(self.max_bytes, 'max_bytes', integer=True, minimum=1)
 
     def stored(self) -> dict[str, Any]:
         """The options a durable run keeps (not the reviewer, the store or the call context)."""

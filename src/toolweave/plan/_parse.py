@@ -2,29 +2,58 @@
 
 Parsing is lenient and exhaustive: it records every structural problem (with the step and field it concerns)
 instead of stopping at the first, so validation can add tool and reference problems and report them together.
+
+Sizes are checked before the work they would cost: a text's bytes before it is read (`max_bytes`), the number of
+steps before any step is built (`max_steps`). `parse_async` keeps the event loop free while a large plan is read:
+a text larger than `INLINE_BYTES` is read in a worker thread with the standard library's pure-Python JSON reader,
+which lets the event loop's thread run every few milliseconds (the C reader holds the interpreter until it is
+done: a megabyte of nested arrays takes it hundreds of milliseconds).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import json.decoder
+import json.scanner
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
+
+import anyio
 
 from toolweave.exceptions import PlanValidationError
 from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, StepForms
 
 __all__ = (
+    'DEFAULT_MAX_BYTES',
+    'CountingDecoder',
     'EMPTY_PLAN',
+    'INLINE_BYTES',
+    'MAX_CONTAINERS',
     'MAX_PROBLEMS',
     'Parsed',
     'Problems',
+    'TooMany',
     'describe_type',
     'excerpt',
+    'loads_async',
+    'parse_async',
     'parse_lenient',
     'parse_plan',
+    'plan_bytes',
     'step_label',
+    'too_large',
+    'too_many_steps',
 )
+
+DEFAULT_MAX_BYTES = 2_000_000
+"""The largest plan text read, in bytes of UTF-8 (about 20,000 typical steps)."""
+INLINE_BYTES = 64_000
+"""Plan texts up to this size are read on the event loop (a few milliseconds at most); larger ones in a thread."""
+INLINE_STEPS = 1_000
+"""Plans (as mappings) with up to this many steps are built on the event loop; larger ones in a thread."""
 
 EMPTY_PLAN = 'Tool plan must contain at least one step'
 _ID_FIELDS = frozenset({'id', 'tool', 'arguments', 'description'})
@@ -93,12 +122,94 @@ def excerpt(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + '...'
 
 
+Loads = Callable[[str], Any]
+"""A JSON reader: `json.loads`, or a `CountingDecoder`'s `decode` for a large text."""
+
+
+MAX_CONTAINERS = 100_000
+"""The most objects and arrays a large plan text may hold (a 10,000-step plan holds about 20,000). Reading more
+would allocate tens of megabytes, and the garbage collector's pause over them would hold the event loop."""
+
+
+_TOO_MANY = (f'The plan text holds more than {MAX_CONTAINERS:,} JSON objects and arrays. Split it into smaller '
+             'plans, or leave out data the plan does not need to carry (a step passes an earlier result with '
+             '"$ref:STEP").')
+
+
+class TooMany(ValueError):
+    """A plan text holds more than `MAX_CONTAINERS` objects and arrays."""
+
+    def __init__(self) -> None:
+        super().__init__(_TOO_MANY)
+
+
+class CountingDecoder(json.JSONDecoder):
+    """The pure-Python JSON reader, counting the objects and arrays it makes: slower than the C reader, but a
+    thread running it gives up the interpreter every few milliseconds, so the event loop runs meanwhile."""
+
+    def __init__(self, limit: int, parse_constant: Callable[[str], Any] | None = None) -> None:
+        super().__init__(parse_constant=parse_constant)
+        self.left = limit
+        # The pure-Python parts of `json` (not in typeshed): the functions `py_make_scanner` calls for `[` and `{`.
+        parse_array = json.decoder.JSONArray  # type: ignore[attr-defined]
+        parse_object = json.decoder.JSONObject  # type: ignore[attr-defined]
+
+        def array(*args: Any) -> Any:
+            self.spend()
+            return parse_array(*args)
+
+        def object_(*args: Any) -> Any:
+            self.spend()
+            return parse_object(*args)
+
+        self.parse_array = array
+        self.parse_object = object_
+        self.scan_once = json.scanner.py_make_scanner(self)  # type: ignore[attr-defined]
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise TooMany
+
+
+_READER: ContextVar[Loads] = ContextVar('toolweave_plan_reader', default=json.loads)
+"""The JSON reader of the plan being parsed (every JSON text inside it is read the same way)."""
+
+
 def _loads(text: str) -> Any:
-    """`json.loads`, with nesting too deep for the parser reported as a `JSONDecodeError`-like `ValueError`."""
+    """The plan's JSON reader on `text`, with nesting too deep for it reported as a `JSONDecodeError`-like
+    `ValueError`."""
     try:
-        return json.loads(text)
+        return _READER.get()(text)
     except RecursionError:
         raise _TooDeep from None
+
+
+async def loads_async(text: str) -> Any:
+    """`json.loads`, in a worker thread with the pure-Python reader for a text over `INLINE_BYTES` (see the
+    module). Raises what `json.loads` raises, and `ValueError` for more than `MAX_CONTAINERS` objects and arrays."""
+    if len(text) <= INLINE_BYTES:
+        return json.loads(text)
+    return await anyio.to_thread.run_sync(CountingDecoder(MAX_CONTAINERS).decode, text, abandon_on_cancel=True)
+
+
+def plan_bytes(text: str | bytes, limit: int) -> int | None:
+    """The size of a plan text in bytes of UTF-8 when it is more than `limit` (at least that size, for a text too
+    long to count cheaply), else `None`. Costs at most one encoding of `limit` characters."""
+    if isinstance(text, bytes):
+        return len(text) if len(text) > limit else None
+    if len(text) > limit:
+        return len(text)
+    if len(text) * 4 <= limit:
+        return None
+    size = len(text.encode('utf-8', 'surrogatepass'))
+    return size if size > limit else None
+
+
+def too_large(size: int, limit: int) -> str:
+    return (f'The plan text is larger than the limit of {limit:,} bytes (`max_bytes`): at least {size:,} bytes. '
+            'Split it into smaller plans, or leave out data the plan does not need to carry (a step passes an '
+            'earlier result with "$ref:STEP").')
 
 
 class _TooDeep(ValueError):
@@ -130,7 +241,12 @@ def _detect(data: Mapping[str, Any]) -> Dialect:
     return 'index' if uses_args else 'id'
 
 
-def _load(data: str | bytes | Mapping[str, Any], problems: Problems) -> Mapping[str, Any] | None:
+def _load(data: str | bytes | Mapping[str, Any], problems: Problems, max_bytes: int | None) -> Mapping[str, Any] | None:
+    if isinstance(data, (str, bytes)) and max_bytes is not None:
+        size = plan_bytes(data, max_bytes)
+        if size is not None:
+            problems.add(-1, too_large(size, max_bytes))
+            return None
     if isinstance(data, bytes):
         try:
             data = data.decode()
@@ -158,16 +274,68 @@ def _load(data: str | bytes | Mapping[str, Any], problems: Problems) -> Mapping[
     return data
 
 
-def parse_lenient(data: str | bytes | Mapping[str, Any], dialect: Dialect | None = None) -> Parsed:
-    """Parse without raising: the plan (broken parts replaced by blanks) and every structural problem."""
+def parse_lenient(data: str | bytes | Mapping[str, Any], dialect: Dialect | None = None, *,
+                  max_bytes: int | None = DEFAULT_MAX_BYTES, max_steps: int | None = None,
+                  clean: Callable[[Any], Any] | None = None) -> Parsed:
+    """Parse without raising: the plan (broken parts replaced by blanks) and every structural problem.
+
+    A text over `max_bytes` (`None`: no limit) is not read, a text over `INLINE_BYTES` holding more than
+    `MAX_CONTAINERS` objects and arrays is not read whole, and a plan with more than `max_steps` steps is not
+    built: each is one problem. `clean` is applied to each raw step of an id-based plan first."""
+    return _parse(data, dialect, max_bytes, max_steps, clean)
+
+
+async def parse_async(data: str | bytes | Mapping[str, Any], dialect: Dialect | None = None, *,
+                      max_bytes: int | None = DEFAULT_MAX_BYTES, max_steps: int | None = None,
+                      clean: Callable[[Any], Any] | None = None) -> Parsed:
+    """`parse_lenient` without blocking the event loop for long: a large plan is read and built in a worker thread
+    (see the module)."""
+    work = partial(_parse, data, dialect, max_bytes, max_steps, clean)
+    if isinstance(data, (str, bytes)):
+        if len(data) <= INLINE_BYTES or (max_bytes is not None and plan_bytes(data, max_bytes) is not None):
+            return work()
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    steps = data.get('steps') if isinstance(data, Mapping) else None
+    if isinstance(steps, list) and len(steps) > INLINE_STEPS and (max_steps is None or len(steps) <= max_steps):
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    return work()
+
+
+def _parse(data: str | bytes | Mapping[str, Any], dialect: Dialect | None, max_bytes: int | None,
+           max_steps: int | None, clean: Callable[[Any], Any] | None) -> Parsed:
+    # A large text is read with the counting pure-Python reader, wherever it is read: the same plan gets the same
+    # problems from `validate_plan` and `run_plan`, and a thread reading it lets the event loop run.
+    large = isinstance(data, (str, bytes)) and len(data) > INLINE_BYTES
+    token = _READER.set(CountingDecoder(MAX_CONTAINERS).decode if large else json.loads)
+    try:
+        return _parse_loaded(data, dialect, max_bytes, max_steps, clean)
+    except TooMany:
+        problems = Problems()
+        problems.add(-1, _TOO_MANY)
+        return Parsed(Plan(()), problems, {(-1, 'steps')})
+    finally:
+        _READER.reset(token)
+
+
+def too_many_steps(count: int, limit: int) -> str:
+    return (f'The plan has {count:,} steps, more than the limit of {limit:,}. Split it into smaller plans or raise '
+            '`max_steps`.')
+
+
+def _parse_loaded(data: str | bytes | Mapping[str, Any], dialect: Dialect | None, max_bytes: int | None,
+                  max_steps: int | None, clean: Callable[[Any], Any] | None) -> Parsed:
     problems = Problems()
-    loaded = _load(data, problems)
+    loaded = _load(data, problems, max_bytes)
     if loaded is None:
+        return Parsed(Plan(()), problems, {(-1, 'steps')})
+    steps = loaded.get('steps')
+    if max_steps is not None and isinstance(steps, list) and len(steps) > max_steps:
+        problems.add(-1, too_many_steps(len(steps), max_steps))
         return Parsed(Plan(()), problems, {(-1, 'steps')})
     chosen = dialect or _detect(loaded)
     if chosen == 'index':
         return _parse_index(loaded, problems)
-    return _parse_id(loaded, problems)
+    return _parse_id(loaded, problems, clean)
 
 
 def parse_plan(data: str | bytes | Mapping[str, Any], *, dialect: Dialect | None = None) -> Plan:
@@ -230,7 +398,7 @@ def _output_steps(data: Mapping[str, Any], problems: Problems) -> tuple[str, ...
     return tuple(dict.fromkeys(raw))
 
 
-def _parse_id(data: Mapping[str, Any], problems: Problems) -> Parsed:
+def _parse_id(data: Mapping[str, Any], problems: Problems, clean: Callable[[Any], Any] | None = None) -> Parsed:
     reported: set[tuple[int, str]] = set()
     message = _unknown_keys('The plan', data, _ID_TOP, 'A plan has "steps" and optionally "output_steps".')
     if message:
@@ -239,6 +407,8 @@ def _parse_id(data: Mapping[str, Any], problems: Problems) -> Parsed:
     append = steps.append
     names: dict[str, str] = {}
     for index, raw in enumerate(_steps_list(data, problems, reported)):
+        if clean is not None:
+            raw = clean(raw)
         if type(raw) is dict and raw.keys() <= _ID_FIELDS:  # the common, well-formed case, without detours
             step_id = raw.get('id')
             tool = raw.get('tool')

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias
 
 from toolweave.tools import ToolDefinition
+from toolweave.tools._schema_check import resolve_pointer, schema_problem
 
 __all__ = ('PlanSchema', 'SchemaTooLarge', 'compact_schema', 'drop_unset_nulls', 'string_schema', 'typed_schema')
 
@@ -201,6 +202,9 @@ def typed_schema(definitions: Iterable[ToolDefinition]) -> dict[str, Any]:
                        'required': ['from', 'select'], 'additionalProperties': False}, _NULL]}
     variants: list[dict[str, Any]] = []
     for definition in definitions:
+        problem = schema_problem(definition.parameters)
+        if problem is not None:
+            raise SchemaTooLarge(f'tool {definition.name!r}: its input schema cannot be used ({problem})')
         arguments = _Strict(definition.name, definition.parameters, budget).node(
             dict(definition.parameters) or {'type': 'object', 'properties': {}}, 'arguments', 3, top=True) if (
             definition.parameters.get('properties')) else {'type': 'object', 'properties': {}, 'required': [],
@@ -233,37 +237,51 @@ def typed_schema(definitions: Iterable[ToolDefinition]) -> dict[str, Any]:
 
 def drop_unset_nulls(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:
     """`value` without the `null`s a strict schema made a model send for optional properties the tool's own
-    schema does not let be null (null there means "not given")."""
-    while isinstance(schema, Mapping) and isinstance(schema.get('$ref'), str):
-        target: Any = root
-        for part in schema['$ref'].removeprefix('#/').split('/'):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        schema = target
-    if not isinstance(schema, Mapping):
+    schema does not let be null (null there means "not given"). A schema that cannot be used (`schema_problem`)
+    changes nothing."""
+    if schema_problem(root) is not None:
+        return value
+    return _without_nulls(value, schema, root, 0)
+
+
+def _target(schema: Any, root: Mapping[str, Any]) -> Any:
+    """`schema` with its `$ref`s followed (a usable schema has no cycle of them; the bound is for safety)."""
+    for _ in range(_MAX_HOPS):
+        if not (isinstance(schema, Mapping) and isinstance(schema.get('$ref'), str)):
+            return schema
+        schema = resolve_pointer(root, schema['$ref'])
+    return None
+
+
+def _without_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: int) -> Any:
+    schema = _target(schema, root)
+    if not isinstance(schema, Mapping) or depth > _MAX_DESCENT:
         return value
     if isinstance(value, dict) and isinstance(schema.get('properties'), Mapping):
         properties = schema['properties']
-        required = set(schema.get('required') or ())
-        return {key: drop_unset_nulls(item, properties.get(key), root) for key, item in value.items()
+        required = schema.get('required')
+        required = set(required) if isinstance(required, list) else set()
+        return {key: _without_nulls(item, properties.get(key), root, depth + 1) for key, item in value.items()
                 if not (item is None and key in properties and key not in required
                         and not _allows_null(properties[key], root))}
     if isinstance(value, list) and isinstance(schema.get('items'), Mapping):
-        return [drop_unset_nulls(item, schema['items'], root) for item in value]
+        return [_without_nulls(item, schema['items'], root, depth + 1) for item in value]
     return value
 
 
-def _allows_null(schema: Any, root: Mapping[str, Any]) -> bool:
-    if not isinstance(schema, Mapping):
+def _allows_null(schema: Any, root: Mapping[str, Any], depth: int = 0) -> bool:
+    schema = _target(schema, root)
+    if not isinstance(schema, Mapping) or depth > _MAX_DESCENT:
         return True
-    if isinstance(schema.get('$ref'), str):
-        target: Any = root
-        for part in schema['$ref'].removeprefix('#/').split('/'):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        return _allows_null(target, root)
     kind = schema.get('type')
     if kind == 'null' or isinstance(kind, list) and 'null' in kind:
         return True
     branches = schema.get('anyOf', schema.get('oneOf'))
     if isinstance(branches, list):
-        return any(_allows_null(b, root) for b in branches)
+        return any(_allows_null(b, root, depth + 1) for b in branches)
     return kind is None and 'enum' not in schema and 'const' not in schema and 'properties' not in schema
+
+
+_MAX_HOPS = 64
+_MAX_DESCENT = 64
+"""Levels of a value followed into its schema (a recursive schema could follow a deep value to any depth)."""

@@ -15,21 +15,21 @@ from toolweave.plan._kernel import Run
 from toolweave.plan._model import MissingField, Plan, ReviewMode
 from toolweave.plan._observe import observers
 from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
-from toolweave.plan._parse import Parsed, Problems, parse_lenient
+from toolweave.plan._parse import DEFAULT_MAX_BYTES, Parsed, Problems, parse_async
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
 from toolweave.plan._review import review_ahead, reviewing
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare_async
 from toolweave.plan.durable._runs import StoreLike, opened, start_run
 from toolweave.tools import ToolCallContext, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_STEPS', 'RunOptions', 'run_parsed', 'run_plan', 'run_plan_sync')
 
 
-def to_parsed(plan: Plan | str | bytes | Mapping[str, Any]) -> Parsed:
+async def to_parsed(plan: Plan | str | bytes | Mapping[str, Any], options: RunOptions) -> Parsed:
     if isinstance(plan, Plan):
         return Parsed(plan, Problems())
-    return parse_lenient(plan)
+    return await parse_async(plan, max_bytes=options.max_bytes, max_steps=options.max_steps)
 
 
 async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, context: ToolCallContext,
@@ -40,8 +40,8 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     (`"$ref:<plan>/<step>..."`), `name` this plan's own name there. `streamed`: the plan's stream, whose early
     steps the run keeps (or cancels, when the plan does not validate)."""
     steps = {plan: {record.id: record for record in run.steps} for plan, run in (earlier or {}).items()}
-    prepared, problems = prepare(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
-                                 extra_refused=refused, earlier=steps)
+    prepared, problems = await prepare_async(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
+                                             extra_refused=refused, earlier=steps)
     if prepared is None:
         ran = None
         if streamed is not None:
@@ -91,6 +91,7 @@ async def run_plan(
     run_id: str | None = None,
     max_items: int = DEFAULT_MAX_ITEMS,
     workers: bool | str = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -126,6 +127,8 @@ async def run_plan(
         workers: send each step's tool call to the worker processes of a queue in the store's database (`True`:
             the default queue, or its name), instead of calling it here; see `toolweave.plan.workers`. Needs a
             `store`; the run keeps the setting, so a resume sends its steps there too.
+        max_bytes: the largest plan text read, in bytes of UTF-8 (checked before it is read; a larger one is a
+            validation problem).
 
     Returns:
         The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
@@ -159,14 +162,15 @@ async def run_plan(
             raise UserError(f'run_plan got workers={workers!r} without a store: the worker queue lives in the '
                             "store's database. Pass `store=` (for example 'postgresql://host/db') too.")
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode, max_items=max_items)
-        return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
-                                on_event=on_event)
+                             review_handler, review_mode, max_items=max_items, max_bytes=max_bytes)
+        return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
+                                context=ToolCallContext.of(context), on_event=on_event)
     async with opened(store) as plans:
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode, plans, max_items=max_items, workers=queue)
-        return await run_parsed(to_parsed(plan), as_toolset(tools), options, context=ToolCallContext.of(context),
-                                on_event=on_event, run_id=run_id)
+                             review_handler, review_mode, plans, max_items=max_items, workers=queue,
+                             max_bytes=max_bytes)
+        return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
+                                context=ToolCallContext.of(context), on_event=on_event, run_id=run_id)
 
 
 def run_plan_sync(
@@ -187,10 +191,11 @@ def run_plan_sync(
     run_id: str | None = None,
     max_items: int = DEFAULT_MAX_ITEMS,
     workers: bool | str = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments)."""
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
                              max_output_chars=max_output_chars, review_handler=review_handler,
                              review_mode=review_mode, context=context, on_event=on_event, store=store,
-                             run_id=run_id, max_items=max_items, workers=workers))
+                             run_id=run_id, max_items=max_items, workers=workers, max_bytes=max_bytes))

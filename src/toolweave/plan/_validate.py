@@ -9,24 +9,42 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import accumulate
 from typing import Any
+
+import anyio
 
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._contracts import Contracts
 from toolweave.plan._expr import Expression, ExpressionError, compile_expression
 from toolweave.plan._model import Plan, PlanStep
-from toolweave.plan._parse import EMPTY_PLAN, Parsed, Problems, describe_type, excerpt, parse_lenient, step_label
+from toolweave.plan._parse import (
+    DEFAULT_MAX_BYTES,
+    EMPTY_PLAN,
+    Parsed,
+    Problems,
+    describe_type,
+    excerpt,
+    parse_lenient,
+    step_label,
+    too_many_steps,
+)
 from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._scan import RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
-__all__ = ('DEFAULT_MAX_ITEMS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind', 'as_toolset', 'prepare',
-           'validate_plan')
+__all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
+           'as_toolset', 'prepare', 'prepare_async', 'validate_plan')
 
 DEFAULT_MAX_ITEMS = 100
 """Elements a `for_each` step may run over, unless the run says otherwise."""
 
+INLINE_PREPARE_STEPS = 500
+INLINE_PREPARE_VALUES = 20_000
+"""Plans with up to `INLINE_PREPARE_STEPS` steps and `INLINE_PREPARE_VALUES` values in their arguments are
+validated on the event loop (a few milliseconds); larger ones in a worker thread, which gives the event loop's
+thread its turn every few milliseconds."""
 MAX_LISTED = 10
 """An unknown tool's error lists every tool name up to this many, else the closest few."""
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
@@ -86,9 +104,11 @@ def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
 
 
 def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset | Iterable[ToolsetItem], *,
-                  max_steps: int = 10_000, max_items: int = DEFAULT_MAX_ITEMS) -> list[str]:
+                  max_steps: int = 10_000, max_items: int = DEFAULT_MAX_ITEMS,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
     """Every problem of `plan` against `tools` (a Toolset or anything `Toolset(...)` accepts); `[]` when it
-    can run. Each message names the step (index and id) and the field, and says what to do.
+    can run. Each message names the step (index and id) and the field, and says what to do. `max_steps`,
+    `max_items` and `max_bytes` are the limits `run_plan` applies.
 
     ```python
     print(validate_plan({'steps': [{'id': 'a', 'tool': 'nope', 'arguments': '{}'}]}, [FakeTool('echo')]))
@@ -96,9 +116,42 @@ def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset |
     ```
     """
     parsed = plan if isinstance(plan, Parsed) else Parsed(plan, Problems()) if isinstance(plan, Plan) else (
-        parse_lenient(plan))
+        parse_lenient(plan, max_bytes=max_bytes, max_steps=max_steps))
     _, problems = prepare(parsed, as_toolset(tools), max_steps=max_steps, max_items=max_items)
     return problems.messages()
+
+
+async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
+                        extra_refused: frozenset[str] = frozenset(),
+                        earlier: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Prepared | None, Problems]:
+    """`prepare`, in a worker thread for a plan of more than `INLINE_PREPARE_STEPS` steps, so the event loop is
+    never held for long (validating 10,000 steps takes about 100 ms)."""
+    work = partial(prepare, parsed, tools, max_steps=max_steps, max_items=max_items, extra_refused=extra_refused,
+                   earlier=earlier)
+    steps = parsed.plan.steps
+    if len(steps) > max_steps or (len(steps) <= INLINE_PREPARE_STEPS and _light(steps)):
+        return work()
+    return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+
+
+def _light(steps: Iterable[PlanStep]) -> bool:
+    """Whether the steps' arguments and forms hold at most `INLINE_PREPARE_VALUES` values (counted until then)."""
+    left = INLINE_PREPARE_VALUES
+    stack: list[Any] = []
+    for step in steps:
+        stack.append(step.arguments)
+        if step.forms is not None:
+            stack.extend((step.source, step.for_each, step.when.source if step.when is not None else None))
+        while stack:
+            value = stack.pop()
+            left -= 1
+            if left < 0:
+                return False
+            if isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+    return True
 
 
 def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
@@ -114,8 +167,7 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
         problems.add(-1, f'{EMPTY_PLAN}: "steps" is missing or empty. Add steps like '
                          '{"id": "s1", "tool": "<tool name>", "arguments": {...}}.')
     if n > max_steps:
-        problems.add(-1, f'The plan has {n} steps, more than the limit of {max_steps}. Split it into smaller plans '
-                         f'or raise `max_steps`.')
+        problems.add(-1, too_many_steps(n, max_steps))
         return None, problems
     ids = _check_ids(plan, parsed.reported, problems)
     resolved = _check_tools(plan, tools, parsed.reported, problems, PLAN_TOOL_NAMES | extra_refused)

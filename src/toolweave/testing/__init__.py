@@ -1,5 +1,6 @@
 """Fakes for tests and benchmarks: fake tools with latency and failure knobs, a recording reviewer, scripted models,
-and the token estimate they report. The demo scenarios are in `toolweave.testing.scenarios`."""
+the token estimate they report, and a watch on the event loop (`LoopWatch`). The demo scenarios are in
+`toolweave.testing.scenarios`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from toolweave.testing._fake_tools import (
     huge_output,
     non_json_output,
 )
+
+# --- the event loop, watched ---
+from toolweave.testing._loop import LoopWatch
 
 # --- fake reviewers (approval) ---
 from toolweave.testing._reviewers import RecordingReviewHandler
@@ -40,6 +44,7 @@ __all__ = (
     'FakeTool',
     'FunctionModel',
     'huge_output',
+    'LoopWatch',
     'ModelRequest',
     'non_json_output',
     'RecordingReviewHandler',
