@@ -203,11 +203,9 @@ class McpGateway:
     async def serve_http(self, *, host: str = '127.0.0.1', port: int = 8000, path: str = '/mcp',
                          on_started: Callable[[str], object] | None = None) -> None:
         """Serve clients over streamable HTTP until cancelled (see `toolweave.mcp.serve_http`)."""
-        from toolweave.mcp._server import run_app
+        from toolweave.mcp._http import http_app, serve_app
 
-        server = self.server()
-        await run_app(server.streamable_http_app(streamable_http_path=path, host=host), host=host, port=port,
-                      path=path, on_started=on_started)
+        await serve_app(http_app(self.server(), path=path, host=host), host=host, port=port, on_started=on_started)
 
     def instructions(self) -> str:
         """What clients are told about the server: how to plan, how to search (search mode), and what each
