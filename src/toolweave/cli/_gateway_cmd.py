@@ -133,11 +133,14 @@ def _print_status(report: list[dict[str, Any]], listed: int, gated: list[str], l
     console = Console()
     if not report:
         console.print('The config starts no server: none is listed, or every one is "disabled".')
-    table = Table('server', 'state', 'tools', 'why down')
+    table = Table('server', 'state', 'tools', 'prompts', 'resources', 'why down')
     for entry in report:
         names = ', '.join(entry['tools'])
+        templates = entry['resource_templates']
         table.add_row(escape(entry['server']), entry['state'],
                       escape(f'{len(entry["tools"])}: {names}' if names else '0'),
+                      escape(', '.join(entry['prompts']) or '-'),
+                      f'{entry["resources"]}' + (f' + {templates} templates' if templates else ''),
                       escape(entry['reason'] or '') if entry['state'] != 'up' else '')
     if report:
         console.print(table)

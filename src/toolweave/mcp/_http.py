@@ -36,7 +36,7 @@ __all__ = ('SHUTDOWN_GRACE', 'BearerTokens', 'HttpApp', 'current_client', 'http_
 
 logger = logging.getLogger('toolweave.mcp')
 
-SHUTDOWN_GRACE = 5.0
+SHUTDOWN_GRACE = 5
 """Seconds open HTTP connections get to finish once the server stops."""
 
 Scope = MutableMapping[str, Any]
