@@ -125,7 +125,8 @@ class _Fixture:
         ], '_meta': {'example.com/trace': 't-1'}})
 
     async def tool_meta_echo(self, ctx: Any, params: Any, args: dict[str, Any]) -> Any:
-        meta = {k: v for k, v in (params.meta or {}).items() if '/' not in k and k != 'progressToken'}
+        hidden = ('progressToken', 'progress_token')
+        meta = {k: v for k, v in (params.meta or {}).items() if '/' not in k and k not in hidden}
         return _text(json.dumps(meta), structured_content={'meta': meta})
 
     async def tool_slow(self, ctx: Any, params: Any, args: dict[str, Any]) -> Any:

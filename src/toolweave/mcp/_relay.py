@@ -126,12 +126,6 @@ class Exchange:
         self._last_progress = -math.inf
         self._outbox, self._inbox = anyio.create_memory_object_stream[tuple[str, Any]](_OUTBOX)
 
-    @property
-    def wants_progress(self) -> bool:
-        """Whether the client asked for progress (a `progressToken`), so upstream servers are asked for theirs."""
-        meta = getattr(self.ctx, 'meta', None) or {}
-        return meta.get('progressToken', meta.get('progress_token')) is not None
-
     def attach(self, ctx: Any) -> None:
         """The request that waits for the work from now on (a paused call's repetition)."""
         self.ctx = ctx

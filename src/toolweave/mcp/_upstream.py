@@ -415,8 +415,8 @@ class Upstream:
             return ToolResult.failure(f'{where} is not available: {self.unavailable()}')
         meta = meta_for_call(self._meta, context, exposed)
         with self._in_flight(self.config.timeout) as request:
-            asked = request.exchange is not None and request.exchange.wants_progress
-            progress = self._progress_to(request, exposed) if asked else None
+            # Progress is always asked for: whether the client's own request asked is not known in-process.
+            progress = self._progress_to(request, exposed) if request.exchange is not None else None
             try:
                 with request.scope:
                     tool = self.tools.get(mcp_name)
