@@ -190,7 +190,7 @@ async def test_progress_of_plan_steps_is_the_plans_progress(main: McpGateway, mo
         seen.append((value, total, message))
 
     plan = {'steps': [{'id': 'a', 'tool': 'alpha_progress', 'arguments': '{"n": 2}'},
-                      {"id": "b", "tool": "gamma_progress", "arguments": "{\"n\": 2}"},
+                      {'id': 'b', 'tool': 'gamma_progress', 'arguments': '{"n": 2}'},
                       {'id': 'c', 'tool': 'alpha_echo', 'arguments': '{"text": "{{$ref:a}} {{$ref:b}}"}'}],
             'output_steps': ['c']}
     async with Client(main.server(), mode=mode) as client:
@@ -216,7 +216,7 @@ async def test_cancelling_a_plan_cancels_its_running_upstream_calls(main: McpGat
         with anyio.fail_after(10):
             for server in ('alpha', 'gamma'):
                 while seconds not in ((await client.call_tool(f'{server}_cancelled', {})).structured_content
-                                      or {}).get('cancelled', []):
+                                      or {}).get('cancelled', []):  # noqa: ASYNC110 - the state is upstream
                     await anyio.sleep(0.05)
 
 
