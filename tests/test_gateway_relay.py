@@ -63,6 +63,16 @@ def text_of(result: Any) -> str:
     return block.text
 
 
+async def until_cancelled(client: Client, server: str, seconds: float) -> None:
+    """Wait until the upstream server `server` says its call `slow(seconds)` was cancelled."""
+    with anyio.fail_after(10):
+        while True:
+            cancelled = (await client.call_tool(f'{server}_cancelled', {})).structured_content or {}
+            if seconds in cancelled.get('cancelled', []):
+                return
+            await anyio.sleep(0.05)
+
+
 class Person:
     """The client side's callbacks: it answers questions and records what it was asked."""
 
@@ -135,12 +145,7 @@ async def test_cancelling_a_call_cancels_it_upstream(main: McpGateway, mode: str
     async with Client(main.server(), mode=mode) as client:
         with anyio.move_on_after(0.5):
             await client.call_tool('gamma_slow', {'seconds': 31 if mode == 'auto' else 32})
-        with anyio.fail_after(10):
-            while True:
-                cancelled = (await client.call_tool('gamma_cancelled', {})).structured_content
-                if cancelled and (31 if mode == 'auto' else 32) in cancelled['cancelled']:
-                    break
-                await anyio.sleep(0.05)
+        await until_cancelled(client, 'gamma', 31 if mode == 'auto' else 32)
 
 
 # the upstream server's questions
@@ -213,11 +218,8 @@ async def test_cancelling_a_plan_cancels_its_running_upstream_calls(main: McpGat
     async with Client(main.server(), mode=mode) as client:
         with anyio.move_on_after(0.5):
             await client.call_tool('execute_tool_plan', plan)
-        with anyio.fail_after(10):
-            for server in ('alpha', 'gamma'):
-                while seconds not in ((await client.call_tool(f'{server}_cancelled', {})).structured_content
-                                      or {}).get('cancelled', []):  # noqa: ASYNC110 - the state is upstream
-                    await anyio.sleep(0.05)
+        for server in ('alpha', 'gamma'):
+            await until_cancelled(client, server, seconds)
 
 
 # deadlines: a question nobody answers
