@@ -110,11 +110,11 @@ class Person:
 async def test_progress_of_a_call_reaches_the_client(main: McpGateway, mode: str) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
-    async def progress(value: float, total: float | None, message: str | None) -> None:
-        seen.append((value, total, message))
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     async with Client(main.server(), mode=mode) as client:
-        result = await client.call_tool('alpha_progress', {'n': 3}, progress_callback=progress)
+        result = await client.call_tool('alpha_progress', {'n': 3}, progress_callback=report)
     assert text_of(result) == 'progressed'
     assert seen == [(1, 3, 'step 1'), (2, 3, 'step 2'), (3, 3, 'step 3')]
 
@@ -191,15 +191,15 @@ async def test_a_question_inside_a_plan_reaches_the_client(main: McpGateway, mod
 async def test_progress_of_plan_steps_is_the_plans_progress(main: McpGateway, mode: str) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
-    async def progress(value: float, total: float | None, message: str | None) -> None:
-        seen.append((value, total, message))
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     plan = {'steps': [{'id': 'a', 'tool': 'alpha_progress', 'arguments': '{"n": 2}'},
                       {'id': 'b', 'tool': 'gamma_progress', 'arguments': '{"n": 2}'},
                       {'id': 'c', 'tool': 'alpha_echo', 'arguments': '{"text": "{{$ref:a}} {{$ref:b}}"}'}],
             'output_steps': ['c']}
     async with Client(main.server(), mode=mode) as client:
-        result = await client.call_tool('execute_tool_plan', plan, progress_callback=progress)
+        result = await client.call_tool('execute_tool_plan', plan, progress_callback=report)
     assert result.structured_content == {'results': {'c': 'progressed progressed'}, 'errors': {}}
     values = [value for value, _, _ in seen]
     assert values == sorted(values) and len(set(values)) == len(values)  # always increasing
