@@ -132,6 +132,13 @@ class UpstreamFeatures:
         ]
         for method, params_type, handler in handlers:
             server.add_request_handler(method, params_type, handler)
+        server.add_notification_handler('notifications/roots/list_changed', types.NotificationParams,
+                                        self._roots_changed)
+
+    async def _roots_changed(self, ctx: Any, params: Any) -> None:
+        """The client's roots changed: every server hears it (and may ask for them again)."""
+        for upstream in self.upstreams:
+            await upstream.roots_changed()
 
     async def _list_prompts(self, ctx: Any, params: Any) -> Any:
         import mcp_types as types

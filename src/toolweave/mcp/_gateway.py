@@ -22,6 +22,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
@@ -37,7 +38,7 @@ from toolweave.mcp._config import GatewayConfig, ServerConfig
 from toolweave.mcp._content import adapt_names, definition_of
 from toolweave.mcp._features import UpstreamFeatures
 from toolweave.mcp._http import current_client
-from toolweave.mcp._relay import PlanProgress, current_exchange
+from toolweave.mcp._relay import Exchange, PlanProgress, current_exchange
 from toolweave.mcp._results import remember_content
 from toolweave.mcp._sdk import require_mcp
 from toolweave.mcp._search import DescribeTool, SearchTool
@@ -153,7 +154,8 @@ class McpGateway:
         self.name = name
         _check_prefixes(self.config.servers)
         self.upstreams = [Upstream(server, log_dir=self.log_dir, backoff=backoff, on_change=self._changed,
-                                   on_log=self._unattributed_log, on_resource_updated=self._resource_updated)
+                                   on_log=self._unattributed_log, on_resource_updated=self._resource_updated,
+                                   on_unplaced=self._unplaced)
                           for server in self.config.servers]
         self.features = UpstreamFeatures(self.upstreams)
         self.tools = Toolset()
@@ -332,6 +334,20 @@ class McpGateway:
     async def _resource_updated(self, upstream: Upstream, uri: str) -> None:
         await self.features.resource_updated(upstream, uri)
 
+    async def _unplaced(self, upstream: Upstream, question: Any) -> Any:
+        """A server's question outside any client request: over stdio, the one client is asked; else nobody."""
+        import mcp_types as types
+
+        session = self._served.only_session() if self._one_client else None
+        if session is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f'The gateway cannot tell which of its '
+                                   f'clients this {question.method} request is for: no request of a client is in '
+                                   'flight on the server.')
+        timeout = upstream.config.timeout
+        exchange = Exchange(_Standalone(session), deadline=None if timeout is None else anyio.current_time() + timeout,
+                            limit=f'the timeout of MCP server {upstream.name!r} ({timeout:g} s)' if timeout else '')
+        return await exchange.ask(question)
+
     def _unattributed_log(self, upstream: Upstream, params: Any) -> None:
         """A log message that belongs to no client request: over stdio, to the one client; else to the log."""
         logger.info('MCP server %r logged (%s): %s', upstream.name, params.level, params.data)
@@ -363,6 +379,15 @@ class McpGateway:
 
 def _matches(patterns: Iterable[str], mcp_name: str) -> bool:
     return any(fnmatchcase(mcp_name, pattern) for pattern in patterns)
+
+
+@dataclass(frozen=True)
+class _Standalone:
+    """A request context for questions that belong to no request: asked on the connection's own channel."""
+
+    session: Any
+    request_id: None = None
+    meta: None = None
 
 
 class _GatewayPlanTool(PlanTool):

@@ -297,6 +297,11 @@ class ToolServer:
             if level >= self._log_levels.get(key, 0) and self._tasks is not None:
                 self._tasks.start_soon(_send_log, session, params)
 
+    def only_session(self) -> Any:
+        """The session of the one handshake connection, when there is exactly one (else `None`)."""
+        sessions = list(self._legacy_sessions.values())
+        return sessions[0][1] if len(sessions) == 1 else None
+
     def set_log_level(self, ctx: Any, level: str) -> None:
         """Remember the lowest log level a handshake connection wants (`logging/setLevel`)."""
         key = _session_key(ctx)

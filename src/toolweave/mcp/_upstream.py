@@ -146,14 +146,15 @@ class Upstream:
     """One upstream server: its last known offer, its state, and requests to it (see the module docstring).
 
     `on_change(upstream, kind)` hears that a list changed; `on_log(upstream, params)` gets the log messages no
-    client request can be found for; `on_resource_updated(upstream, uri)` hears that a subscribed resource
-    changed.
+    client request can be found for, and `on_unplaced(upstream, question)` the questions (its answer, or an
+    `ErrorData`); `on_resource_updated(upstream, uri)` hears that a subscribed resource changed.
     """
 
     def __init__(self, config: ServerConfig, *, log_dir: Path, backoff: Backoff = DEFAULT_BACKOFF,
                  on_change: Callable[[Upstream, ListKind], Awaitable[None]] | None = None,
                  on_log: Callable[[Upstream, Any], None] | None = None,
-                 on_resource_updated: Callable[[Upstream, str], Awaitable[None]] | None = None) -> None:
+                 on_resource_updated: Callable[[Upstream, str], Awaitable[None]] | None = None,
+                 on_unplaced: Callable[[Upstream, Any], Awaitable[Any]] | None = None) -> None:
         self.config = config
         self.backoff = backoff
         self.log_path = log_dir / f'{config.tool_prefix}.log'
@@ -171,6 +172,7 @@ class Upstream:
         self._on_change = on_change
         self._on_log = on_log
         self._on_resource_updated = on_resource_updated
+        self._on_unplaced = on_unplaced
         self._connection: _Connection | None = None
         self._state_changed = anyio.Event()
         self._meta = McpMetaConverter.allow_keys(*config.forward_context)
@@ -581,8 +583,10 @@ class Upstream:
         import mcp_types as types
 
         request = self._request_for(getattr(ctx, 'meta', None))
+        busy = len({r.exchange.client for r in self._requests if r.exchange is not None})
+        if (request is None or request.exchange is None) and not busy and self._on_unplaced is not None:
+            return await self._on_unplaced(self, question)  # outside any request: the gateway may know whom to ask
         if request is None or request.exchange is None:
-            busy = len({r.exchange.client for r in self._requests if r.exchange is not None})
             why = (f'requests of {busy} clients are in flight on it' if busy else 'no request of a client is in '
                    'flight on it')
             logger.warning('MCP server %r sent %s, and the gateway cannot tell which client it is for: %s',
@@ -597,6 +601,18 @@ class Upstream:
             for other in self._requests:
                 if other.exchange is request.exchange:
                     other.extend(waited)
+
+    async def roots_changed(self) -> None:
+        """The client's roots changed: tell the server (connections with the initialize handshake)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        connection = self._connection
+        if connection is None or connection.client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        try:
+            await _deprecated(connection.client.send_roots_list_changed)
+        except Exception as exc:
+            logger.debug('Could not tell MCP server %r that the roots changed: %s', self.name, exc)
 
     def _log(self, params: Any) -> None:
         request = self._request_for(getattr(params, 'meta', None))
@@ -665,6 +681,17 @@ class Upstream:
                 'prompts': sorted(self.offer.prompts), 'resources': len(self.offer.resources),
                 'resource_templates': len(self.offer.resource_templates), 'reason': self.reason,
                 'restarts': self.restarts, 'log': str(self.log_path) if self.config.command else None}
+
+
+async def _deprecated(method: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """Call an SDK method deprecated in 2026-07-28 that connections with the handshake still use."""
+    import warnings
+
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', MCPDeprecationWarning)
+        return await method(*args)
 
 
 def _write_header(errlog: TextIO | None, upstream: Upstream) -> None:
