@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 
 from toolweave.exceptions import UserError
-from toolweave.mcp._wire import MAX_MESSAGE_BYTES, oversized, rejection
+from toolweave.mcp._wire import MAX_MESSAGE_BYTES, misread, oversized, rejection
 
 __all__ = ('SHUTDOWN_GRACE', 'BearerTokens', 'HttpApp', 'current_client', 'http_app', 'serve_app')
 
@@ -178,10 +178,10 @@ def _problem(raw: bytes) -> str | None:
     import mcp_types as types
 
     try:
-        types.jsonrpc_message_adapter.validate_json(raw, by_name=False)
+        message = types.jsonrpc_message_adapter.validate_json(raw, by_name=False)
     except ValueError as exc:
         return str(exc)
-    return None
+    return None if misread(raw, message) is None else 'the id is not a string or a number'
 
 
 async def _plain(send: Send, status: int, text: bytes, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:

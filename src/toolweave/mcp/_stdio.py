@@ -25,7 +25,7 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
-from toolweave.mcp._wire import MAX_MESSAGE_BYTES, oversized, rejection
+from toolweave.mcp._wire import MAX_MESSAGE_BYTES, misread, oversized, rejection
 
 __all__ = ('stdio_streams',)
 
@@ -84,26 +84,40 @@ def _write(fd: int, lines: queue.SimpleQueue[bytes | None]) -> None:
             return  # the client went away
 
 
+def _parse(line: bytes, answers: queue.SimpleQueue[bytes | None]) -> Any:
+    """The JSON-RPC message a line holds, or `None` when it holds none (and its answer is queued)."""
+    import mcp_types as types
+
+    answer = None
+    if len(line) > MAX_MESSAGE_BYTES:
+        answer = oversized(line[:65536], len(line))
+    else:
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError as exc:
+            answer = rejection(line, str(exc))
+        else:
+            answer = misread(line, message)
+            if answer is None:
+                return message
+    if answer is not None:
+        answers.put(answer.body + b'\n')
+    return None
+
+
 def _read(fd: int, send: MemoryObjectSendStream[Any], token: Any, answers: queue.SimpleQueue[bytes | None]) -> None:
     """Parse each line into a `SessionMessage` for the loop; answer a line the SDK cannot read on the spot."""
-    import mcp_types as types
     from mcp.shared.message import SessionMessage
 
     def deliver(line: bytes) -> None:
-        try:
-            item = SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except ValueError as exc:
-            refuse(line, str(exc))
+        message = _parse(line, answers)
+        if message is None:
             return
+        item = SessionMessage(message)
         try:  # the cheap hand-off; a full buffer waits for the loop to catch up
             anyio.from_thread.run_sync(send.send_nowait, item, token=token)
         except anyio.WouldBlock:
             anyio.from_thread.run(send.send, item, token=token)
-
-    def refuse(line: bytes, problem: str) -> None:
-        answer = rejection(line, problem)
-        if answer is not None:
-            answers.put(answer.body + b'\n')
 
     try:
         buffer = bytearray()

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ('MAX_MESSAGE_BYTES', 'PARSE_ERROR', 'Rejection', 'error_answer', 'oversized', 'rejection')
+__all__ = ('MAX_MESSAGE_BYTES', 'PARSE_ERROR', 'Rejection', 'error_answer', 'misread', 'oversized', 'rejection')
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 """The largest message accepted on stdio (a line) and over HTTP (a request body), as the SDK's HTTP default."""
@@ -76,6 +76,18 @@ def rejection(raw: bytes, problem: str = '') -> Rejection | None:
 
 
 _TOO_DEEP = 'Parse error: the message is nested too deeply (the limit is about 200 levels of arrays and objects).'
+
+
+def misread(raw: bytes, message: Any) -> Rejection | None:
+    """The answer to a message the SDK read as a notification although it carries an `id` (of a type JSON-RPC
+    does not allow, which the SDK drops), or `None` for any other message."""
+    import mcp_types as types
+
+    if not isinstance(message, types.JSONRPCNotification) or b'"id"' not in raw:
+        return None
+    if not _top_level_ids(raw.decode('utf-8', errors='replace')):
+        return None
+    return _answer([None], INVALID_REQUEST, 'Invalid Request: "id" must be a string or a number.')
 
 
 def oversized(head: bytes, size: int) -> Rejection:
@@ -140,6 +152,12 @@ def _top_level_ids(text: str) -> list[Any]:
         if token in '{[':
             if depth == 0:
                 batch = token == '['
+            elif depth == (2 if batch else 1) and key == 'id' and not expect_key:  # an id that is a container
+                if batch and ids:
+                    ids[-1] = None
+                elif not batch:
+                    ids = [None]
+                key = None
             depth += 1
             expect_key = token == '{'
             if batch and depth == 2 and token == '{':
