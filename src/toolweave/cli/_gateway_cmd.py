@@ -26,6 +26,8 @@ from toolweave.exceptions import UserError
 
 __all__ = ('gateway_command', 'parse_address')
 
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+
 logger = logging.getLogger('toolweave.mcp.gateway')
 
 
@@ -38,7 +40,8 @@ def gateway_command(
                                              '"search": only search_tools, describe_tools and execute_tool_plan. '
                                              'Overrides the config.')] = None,
     http: Annotated[str | None, typer.Option('--http', metavar='HOST:PORT', help='Serve streamable HTTP at '
-                                             'http://HOST:PORT/mcp instead of stdio.')] = None,
+                                             'http://HOST:PORT/mcp instead of stdio (a host other than 127.0.0.1 '
+                                             'needs bearer tokens).')] = None,
     log_dir: Annotated[Path | None, typer.Option('--log-dir', help='Where the logs go (default: '
                                                  '~/.local/state/toolweave/gateway).')] = None,
     check: Annotated[bool, typer.Option('--check', help='Start every server, print what each offers, and '
@@ -55,6 +58,10 @@ def gateway_command(
                 raise UserError(f'--mode must be "tools" or "search", got {mode!r}.')
             settings = dataclasses.replace(settings, mode=mode)  # type: ignore[arg-type]
         address = parse_address(http) if http is not None else None
+        if address is not None and address[0] not in LOOPBACK and not settings.bearer_tokens:
+            raise UserError(f'--http {http} lets other machines call every tool of the gateway: give clients bearer '
+                            'tokens ("bearerTokens" in the config\'s "toolweave" object, or the '
+                            'TOOLWEAVE_GATEWAY_TOKEN environment variable), or serve on 127.0.0.1.')
     except UserError as exc:
         typer.echo(f'toolweave gateway: {exc}', err=True)
         raise typer.Exit(2) from None
