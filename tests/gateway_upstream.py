@@ -134,6 +134,10 @@ class _Fixture:
             await anyio.sleep(float(args['seconds']))
         except anyio.get_cancelled_exc_class():
             self.cancelled.append(float(args['seconds']))
+            if os.environ.get('GATEWAY_UPSTREAM_CANCELLED'):  # also on disk, for clients that outlive the process
+                record = os.open(os.environ['GATEWAY_UPSTREAM_CANCELLED'], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                os.write(record, f'{float(args["seconds"])}\n'.encode())
+                os.close(record)
             raise
         return _text('slept')
 
