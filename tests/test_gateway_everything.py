@@ -291,3 +291,27 @@ async def test_server_filesystem_gets_the_clients_roots_through_the_gateway(tmp_
     assert str(started_with.resolve()) in before and str(root.resolve()) not in before
     assert str(started_with.resolve()) not in after and text_of(read) == 'hello from the root'
 
+
+
+@needs_everything
+async def test_a_resource_subscription_is_passed_on_and_its_updates_come_back(gateway: McpGateway) -> None:
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    uri = 'demo://resource/static/document/architecture.md'
+    async with Client(gateway.server(), mode='legacy', message_handler=on_message) as client:
+        with pytest.warns(MCPDeprecationWarning):
+            await client.subscribe_resource(uri)
+        await client.call_tool('toggle-subscriber-updates', {})  # server-everything sends updates at once
+        try:
+            with anyio.fail_after(15):
+                while not updates:  # noqa: ASYNC110 - notifications arrive on their own
+                    await anyio.sleep(0.05)
+        finally:
+            await client.call_tool('toggle-subscriber-updates', {})
+            with pytest.warns(MCPDeprecationWarning):
+                await client.unsubscribe_resource(uri)
+    assert updates[0] == uri
