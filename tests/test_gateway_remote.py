@@ -97,11 +97,12 @@ def test_anyone_else_gets_401_and_a_bearer_challenge(tokened: str, authorization
     assert answer.headers['www-authenticate'] == 'Bearer realm="toolweave-gateway", error="invalid_token"'
 
 
-async def test_a_client_over_its_plan_limit_is_refused_at_once_and_others_are_not(tokened: str) -> None:
+@pytest.mark.parametrize('mode', ['auto', 'legacy'])
+async def test_a_client_over_its_plan_limit_is_refused_at_once_and_others_are_not(tokened: str, mode: str) -> None:
     slow_plan = {'steps': [{'id': 's', 'tool': 'slow', 'arguments': '{"seconds": 2}'}], 'output_steps': None}
     quick_plan = {'steps': [{'id': 'e', 'tool': 'echo', 'arguments': '{"text": "mine"}'}], 'output_steps': None}
     results: dict[str, Any] = {}
-    async with client_with(tokened, ALICE) as alice, client_with(tokened, BOB) as bob:
+    async with client_with(tokened, ALICE, mode) as alice, client_with(tokened, BOB, mode) as bob:
         async with anyio.create_task_group() as group:
             async def first() -> None:
                 results['first'] = await alice.call_tool('execute_tool_plan', slow_plan)
