@@ -32,6 +32,8 @@ __all__ = ('UpstreamFeatures',)
 
 logger = logging.getLogger('toolweave.mcp.gateway')
 
+_MAX_SUBSCRIBERS = 256
+"""Sessions kept per subscribed resource (the oldest is forgotten first)."""
 _KEYS: dict[ListKind, str] = {'prompts': 'name', 'resources': 'uri', 'resource_templates': 'uri_template'}
 
 
@@ -256,7 +258,10 @@ class UpstreamFeatures:
         if owner is None:
             raise MCPError(types.INVALID_PARAMS, f'No server of the gateway offers the resource {uri!r}.')
         upstream, original = owner
-        self._subscribers.setdefault(uri, {})[id(ctx.session.client_params)] = ctx.session
+        sessions = self._subscribers.setdefault(uri, {})
+        if len(sessions) >= _MAX_SUBSCRIBERS:  # clients that left without unsubscribing make room
+            sessions.pop(next(iter(sessions)))
+        sessions[id(ctx.session.client_params)] = ctx.session
         await upstream.request(f'Subscription to {uri!r}', lambda client: _deprecated(client.subscribe_resource,
                                                                                       original))
         return types.EmptyResult()

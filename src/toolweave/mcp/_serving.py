@@ -295,7 +295,10 @@ class ToolServer:
         level = LOG_LEVELS.index(params.level)
         for key, (_, session) in list(self._legacy_sessions.items()):
             if level >= self._log_levels.get(key, 0) and self._tasks is not None:
-                self._tasks.start_soon(_send_log, session, params)
+                try:
+                    self._tasks.start_soon(_send_log, session, params)
+                except RuntimeError:  # that run of the server has ended
+                    return
 
     def only_session(self) -> Any:
         """The session of the one handshake connection, when there is exactly one (else `None`)."""
