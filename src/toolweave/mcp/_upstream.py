@@ -20,10 +20,8 @@ the person takes to answer does not count against the server's `timeout` (it sti
 `planTimeout`). Progress reaches the request that asked for it; a log message reaches the client found the same
 way as a question, or `on_log` when there is none.
 
-**Task-augmented tools** (2025-11-25 `execution.taskSupport: "required"`) are called as tasks: `tools/call` with a
-`task`, then `tasks/result`, which waits for the result while the server's questions (elicitation in
-`input_required`) arrive; the task's status messages are reported as progress, and a cancelled call cancels the
-task. The client calls them like any tool.
+**Task-augmented tools** (2025-11-25 `execution.taskSupport: "required"`) are called as tasks (see `_tasks`); the
+client calls them like any tool.
 """
 
 from __future__ import annotations
@@ -54,8 +52,8 @@ from toolweave.mcp._session import (
     error_message,
     list_all,
     open_client,
-    send_raw,
 )
+from toolweave.mcp._tasks import call_as_task
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._result import ToolResult
 
@@ -126,6 +124,10 @@ class _Request:
     outer_deadline: float = math.inf
     """When the client's request (a plan) runs out of time; it does not move."""
     task_id: str | None = None
+
+    def named(self, task_id: str) -> None:
+        """The request is the task `task_id` (its questions name it)."""
+        self.task_id = task_id
 
     def extend(self, seconds: float) -> None:
         self.own_deadline += seconds
@@ -424,8 +426,8 @@ class Upstream:
                     tool = self.tools.get(mcp_name)
                     execution = getattr(tool, 'execution', None)
                     if execution is not None and getattr(execution, 'task_support', None) == 'required':
-                        return await self._call_task(connection, request, mcp_name, arguments, meta, where,
-                                                     progress)
+                        return await call_as_task(connection.client, mcp_name, arguments, meta, where=where,
+                                                  progress=progress, server=self.name, on_task=request.named)
                     result = await call_tool(connection.client, mcp_name, arguments, meta=meta, timeout=None,
                                              server=self.name, where=where, progress=progress)
                     self._remember(result)
@@ -455,66 +457,6 @@ class Upstream:
                 exchange.progress(value, total, message)
 
         return progress
-
-    async def _call_task(self, connection: _Connection, request: _Request, mcp_name: str, arguments: dict[str, Any],
-                         meta: dict[str, Any] | None, where: str, progress: ProgressCallback | None) -> ToolResult:
-        """A task-augmented call: create the task, report its status messages, wait for its result."""
-        import mcp_types as types
-        from mcp import MCPError
-
-        from toolweave.mcp._content import to_tool_result
-
-        client = connection.client
-        params: dict[str, Any] = {'name': mcp_name, 'arguments': arguments, 'task': {'ttl': _TASK_TTL_MS}}
-        if meta:
-            params['_meta'] = meta
-        try:
-            created = types.CreateTaskResult.model_validate(await send_raw(client, 'tools/call', params),
-                                                            by_name=False)
-        except MCPError as exc:
-            return ToolResult.failure(f'{where} failed: {exc.message} (MCP error {exc.code}).')
-        task_id = created.task.task_id
-        request.task_id = task_id
-        finished = False
-        try:
-            async with anyio.create_task_group() as watch:
-                watch.start_soon(self._report_task, client, task_id, created.task, progress)
-                raw = await send_raw(client, 'tasks/result', {'taskId': task_id})
-                finished = True
-                watch.cancel_scope.cancel()
-            return to_tool_result(types.CallToolResult.model_validate(raw, by_name=False))
-        except MCPError as exc:
-            return ToolResult.failure(f'{where} failed: {exc.message} (MCP error {exc.code}).')
-        finally:
-            if not finished:  # timed out or cancelled: the task must not run on for nobody
-                await self._cancel_task(client, task_id)
-
-    async def _report_task(self, client: Any, task_id: str, task: Any, progress: ProgressCallback | None) -> None:
-        """Poll the task's status and report each new status message as progress."""
-        import mcp_types as types
-
-        said: str | None = None
-        count = 0
-        while True:
-            message = getattr(task, 'status_message', None)
-            if message and message != said and progress is not None:
-                said, count = message, count + 1
-                await progress(float(count), None, message)
-            interval = (getattr(task, 'poll_interval', None) or 1000) / 1000
-            await anyio.sleep(min(max(interval, _TASK_POLL[0]), _TASK_POLL[1]))
-            try:
-                task = types.GetTaskResult.model_validate(await send_raw(client, 'tasks/get', {'taskId': task_id}),
-                                                          by_name=False)
-            except Exception as exc:
-                logger.debug('Polling task %s of MCP server %r failed: %s', task_id, self.name, exc)
-                return
-
-    async def _cancel_task(self, client: Any, task_id: str) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-            try:
-                await send_raw(client, 'tasks/cancel', {'taskId': task_id})
-            except Exception as exc:  # the task had ended: nothing to cancel
-                logger.debug('Cancelling task %s of MCP server %r: %s', task_id, self.name, exc)
 
     async def request(self, what: str, send: Callable[[Any], Awaitable[Any]]) -> Any:
         """Make a request (`send(client)`) other than a tool call, within the server's `timeout`: its result.
