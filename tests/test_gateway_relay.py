@@ -225,59 +225,81 @@ async def test_cancelling_a_plan_cancels_its_running_upstream_calls(main: McpGat
 # deadlines: a question nobody answers
 
 
-async def test_an_approval_nobody_answers_ends_at_the_call_timeout(tmp_path: Path) -> None:
-    async with gateway_of({'alpha': sdk(timeout=0.5)}, tmp_path) as gateway:
-        person = Person(silent=True)
-        async with Client(gateway.server(), mode='legacy', **person.callbacks()) as client:
-            result = await client.call_tool('touch', {})
+@pytest.fixture(scope='module')
+async def hurried(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpGateway]:
+    """A server whose calls may take 0.5 s, in plans of 0.75 s."""
+    async with gateway_of({'alpha': sdk(timeout=0.5)}, tmp_path_factory.mktemp('hurried'),
+                          planTimeout=0.75) as gateway:
+        yield gateway
+
+
+async def test_an_approval_nobody_answers_ends_at_the_call_timeout(hurried: McpGateway) -> None:
+    person = Person(silent=True)
+    async with Client(hurried.server(), mode='legacy', **person.callbacks()) as client:
+        result = await client.call_tool('touch', {})
     assert result.is_error and text_of(result) == (
         "Rejected by reviewer: {} (The client did not answer within the timeout of MCP server 'alpha' (0.5 s))")
     assert len(person.asked) == 1
 
 
-async def test_a_plan_approval_nobody_answers_ends_at_the_plan_timeout(tmp_path: Path) -> None:
-    async with gateway_of({'alpha': sdk()}, tmp_path, planTimeout=0.5) as gateway:
-        person = Person(silent=True)
-        async with Client(gateway.server(), mode='legacy', **person.callbacks()) as client:
-            result = await client.call_tool('execute_tool_plan', {'steps': [
-                {'id': 'w', 'tool': 'wipe', 'arguments': '{"path": "/tmp/x"}'}], 'output_steps': None})
+async def test_a_plan_approval_nobody_answers_ends_at_the_plan_timeout(hurried: McpGateway) -> None:
+    async with Client(hurried.server(), mode='legacy', **Person(silent=True).callbacks()) as client:
+        result = await client.call_tool('execute_tool_plan', {'steps': [
+            {'id': 'w', 'tool': 'wipe', 'arguments': '{"path": "/tmp/x"}'}], 'output_steps': None})
     assert result.is_error and result.structured_content is not None
     assert result.structured_content['errors'] == {
-        'w': 'Cancelled: the reviewer rejected the plan (The client did not answer within planTimeout (0.5 s))'}
+        'w': 'Cancelled: the reviewer rejected the plan (The client did not answer within planTimeout (0.75 s))'}
 
 
-async def test_on_2026_connections_an_unanswered_approval_ends_at_the_timeout_too(tmp_path: Path) -> None:
-    async with gateway_of({'alpha': sdk(timeout=0.5)}, tmp_path) as gateway:
-        async with Client(gateway.server(), **Person().callbacks()) as client:
-            first = await client.session.call_tool('touch', {}, allow_input_required=True)
-            assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
-            await anyio.sleep(0.8)  # the client keeps the question past the deadline
-            final = await client.session.call_tool('touch', {}, request_state=first.request_state,
-                                                   input_responses={}, allow_input_required=True)
+async def test_on_2026_connections_an_unanswered_approval_ends_at_the_timeout_too(hurried: McpGateway) -> None:
+    async with Client(hurried.server(), **Person().callbacks()) as client:
+        first = await client.session.call_tool('touch', {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
+        await anyio.sleep(0.8)  # the client keeps the question past the deadline
+        final = await client.session.call_tool('touch', {}, request_state=first.request_state,
+                                               input_responses={}, allow_input_required=True)
     assert isinstance(final, types.CallToolResult) and final.is_error
     assert text_of(final) == ("Rejected by reviewer: {} (The client did not answer within the timeout of MCP server "
                               "'alpha' (0.5 s))")
 
 
 @pytest.mark.parametrize('mode', ERAS)
-async def test_an_upstream_question_in_a_plan_counts_against_the_plan_timeout(tmp_path: Path, mode: str) -> None:
-    async with gateway_of({'alpha': sdk()}, tmp_path, planTimeout=0.5) as gateway:
-        async with Client(gateway.server(), mode=mode, **Person(silent=True).callbacks()) as client:
-            if mode == 'legacy':
-                result = await client.call_tool('execute_tool_plan', {'steps': [
-                    {'id': 'q', 'tool': 'ask', 'arguments': '{}'}], 'output_steps': None})
-            else:  # the driver would wait on the silent person: the test holds the question itself
-                first = await client.session.call_tool('execute_tool_plan', {'steps': [
-                    {'id': 'q', 'tool': 'ask', 'arguments': '{}'}], 'output_steps': None}, allow_input_required=True)
-                assert isinstance(first, types.InputRequiredResult)
-                await anyio.sleep(0.8)
-                result = await client.session.call_tool('execute_tool_plan', {}, request_state=first.request_state,
-                                                         input_responses={})
+async def test_an_upstream_question_counts_against_the_plan_timeout_not_the_servers(hurried: McpGateway,
+                                                                                  mode: str) -> None:
+    """The person takes longer than the server's 0.5 s: the call is not timed out; the plan's 0.75 s ends it."""
+    plan = {'steps': [{'id': 'q', 'tool': 'ask', 'arguments': '{}'}], 'output_steps': None}
+    async with Client(hurried.server(), mode=mode, **Person(silent=True).callbacks()) as client:
+        if mode == 'legacy':
+            result = await client.call_tool('execute_tool_plan', plan)
+        else:  # the driver would wait on the silent person: the test holds the question itself
+            first = await client.session.call_tool('execute_tool_plan', plan, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            await anyio.sleep(0.9)
+            result = await client.session.call_tool('execute_tool_plan', {}, request_state=first.request_state,
+                                                     input_responses={})
     assert result.structured_content is not None
     # Whichever clock notices first, the gateway's (the question) or the executor's (the steps), it is the plan's.
     assert result.structured_content['errors']['q'] in (
-        "Tool 'ask' of MCP server 'alpha' was stopped: the request ran out of time (planTimeout (0.5 s)).",
-        'Cancelled: the plan timed out after 0.5 s (timeout)')
+        "Tool 'ask' of MCP server 'alpha' was stopped: the request ran out of time (planTimeout (0.75 s)).",
+        'Cancelled: the plan timed out after 0.75 s (timeout)')
+
+
+async def test_a_persons_time_does_not_count_against_the_servers_timeout(tmp_path: Path) -> None:
+    """In a plan, the person answers the server's question after 0.8 s, longer than the server's 0.5 s: the
+    call goes on (its clock stood still meanwhile) and finishes within the plan's time."""
+    class Slow(Person):
+        async def elicit(self, context: Any, params: Any) -> Any:
+            await anyio.sleep(0.8)
+            return await super().elicit(context, params)
+
+    plan = {'steps': [{'id': 'q', 'tool': 'ask', 'arguments': '{}'}], 'output_steps': None}
+    async with gateway_of({'alpha': sdk(timeout=0.5)}, tmp_path, planTimeout=5) as gateway:
+        async with Client(gateway.server(), mode='legacy', **Slow('plum').callbacks()) as client:
+            result = await client.call_tool('execute_tool_plan', plan)
+            single = await client.call_tool('ask', {})  # a single call's question waits up to the timeout only
+    assert result.structured_content == {'results': {'q': {'answer': {'action': 'accept', 'content': {
+        'colour': 'plum'}}}}, 'errors': {}}
+    assert single.is_error and 'did not answer within the timeout of MCP server' in text_of(single)
 
 
 # prompts, resources, templates, completions

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from toolweave.mcp._meta import McpMetaConverter, context_from_meta, meta_for_call
+from toolweave.mcp._relay import Patience
 from toolweave.mcp._upstream import ListKind, Upstream
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ class UpstreamFeatures:
             return await upstream.request(f'Prompt {params.name!r}', lambda client: client.get_prompt(
                 mcp_name, params.arguments, meta=meta))
 
-        return await self._serving.interactive(ctx, key, params, work, deadline=_deadline(upstream))
+        return await self._serving.interactive(ctx, key, params, work, patience=_patience(upstream))
 
     async def _read_resource(self, ctx: Any, params: Any) -> Any:
         import mcp_types as types
@@ -207,7 +208,7 @@ class UpstreamFeatures:
                                                           if str(content.uri) == original else content
                                                           for content in result.contents]})
 
-        return await self._serving.interactive(ctx, key, params, work, deadline=_deadline(upstream))
+        return await self._serving.interactive(ctx, key, params, work, patience=_patience(upstream))
 
     def owner_of(self, uri: str) -> tuple[Upstream, str] | None:
         """The server a resource URI belongs to, and its URI there (see the module docstring)."""
@@ -317,9 +318,10 @@ def _meta(upstream: Upstream, params: Any) -> Any:
                          context_from_meta(params.meta), 'request') or None
 
 
-def _deadline(upstream: Upstream) -> tuple[float | None, str]:
+def _patience(upstream: Upstream) -> Patience:
+    """Each question of a request to `upstream` waits up to its `timeout`."""
     timeout = upstream.config.timeout
-    return timeout, f'the timeout of MCP server {upstream.name!r} ({timeout:g} s)' if timeout is not None else ''
+    return Patience(timeout, f'the timeout of MCP server {upstream.name!r} ({timeout:g} s)' if timeout else '')
 
 
 async def _deprecated(method: Any, *args: Any) -> Any:

@@ -38,7 +38,7 @@ from toolweave.mcp._config import GatewayConfig, ServerConfig
 from toolweave.mcp._content import adapt_names, definition_of
 from toolweave.mcp._features import UpstreamFeatures
 from toolweave.mcp._http import current_client
-from toolweave.mcp._relay import Exchange, PlanProgress, current_exchange
+from toolweave.mcp._relay import Exchange, Patience, PlanProgress, current_exchange
 from toolweave.mcp._results import remember_content
 from toolweave.mcp._sdk import require_mcp
 from toolweave.mcp._search import DescribeTool, SearchTool
@@ -287,17 +287,16 @@ class McpGateway:
 
     # --- limits (`Limits`) ----------------------------------------------------------------------------------
 
-    def deadline(self, tool_name: str) -> tuple[float | None, str]:
-        """How long a call of `tool_name` may take, its questions included."""
+    def patience(self, tool_name: str) -> Patience:
+        """A plan's questions and calls end at `planTimeout`; a single call's questions wait up to its server's
+        `timeout` each."""
         if tool_name == self.plan_tool.name:
             timeout = self.config.plan_timeout
-            return timeout, f'planTimeout ({timeout:g} s)' if timeout is not None else ''
+            return Patience(timeout, f'planTimeout ({timeout:g} s)' if timeout is not None else '', whole=True)
         tool = self.tools.find(tool_name)
         if isinstance(tool, GatewayTool):
-            timeout = tool.upstream.config.timeout
-            return timeout, (f'the timeout of MCP server {tool.upstream.name!r} ({timeout:g} s)'
-                             if timeout is not None else '')
-        return None, ''
+            return _server_patience(tool.upstream)
+        return Patience(None)
 
     def admit(self, tool_name: str) -> Admission:
         """A plan runs when its client runs fewer than `maxPlansPerClient`; anything else always runs."""
@@ -343,10 +342,7 @@ class McpGateway:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f'The gateway cannot tell which of its '
                                    f'clients this {question.method} request is for: no request of a client is in '
                                    'flight on the server.')
-        timeout = upstream.config.timeout
-        exchange = Exchange(_Standalone(session), deadline=None if timeout is None else anyio.current_time() + timeout,
-                            limit=f'the timeout of MCP server {upstream.name!r} ({timeout:g} s)' if timeout else '')
-        return await exchange.ask(question)
+        return await Exchange(_Standalone(session), patience=_server_patience(upstream)).ask(question)
 
     def _unattributed_log(self, upstream: Upstream, params: Any) -> None:
         """A log message that belongs to no client request: over stdio, to the one client; else to the log."""
@@ -375,6 +371,11 @@ class McpGateway:
             self.tools.add(GatewayTool(name, upstream, mcp_name))
             if name != mcp_name:
                 logger.info('Tool %r of MCP server %r is offered as %r', mcp_name, upstream.name, name)
+
+
+def _server_patience(upstream: Upstream) -> Patience:
+    timeout = upstream.config.timeout
+    return Patience(timeout, f'the timeout of MCP server {upstream.name!r} ({timeout:g} s)' if timeout else '')
 
 
 def _matches(patterns: Iterable[str], mcp_name: str) -> bool:

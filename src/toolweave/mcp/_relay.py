@@ -11,9 +11,10 @@ runs for the request (plan steps, the gateway's upstream calls) finds it with `c
   the request answers with an `InputRequiredResult` carrying the questions, the client repeats the request with
   the answers and the state token, and the paused work goes on where it stopped.
 
-A question waits until the exchange's deadline at most (the gateway's `planTimeout`, or the called server's
-`timeout`): past it, the asker gets an error (an approval, a rejection), never a hang. A client that did not
-declare the capability is not asked: the asker gets an error that says so.
+A question waits a bounded time (`Patience`): until the request's deadline when the whole request has one (a
+plan's `planTimeout`), else up to the called server's `timeout` for each question. Past it, the asker gets an error
+(an approval, a rejection), never a hang. A client that did not declare the capability is not asked: the asker gets
+an error that says so.
 
 Progress and log messages go through the exchange's outbox, in order, to the request that is waiting now (a paused
 call's latest repetition): a plan's steps report as one plan (`PlanProgress`), and a value that would not increase
@@ -29,12 +30,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
 import anyio.abc
 
-__all__ = ('Exchange', 'PausedCalls', 'PlanProgress', 'Questions', 'current_exchange', 'exchange_scope')
+__all__ = ('Exchange', 'Patience', 'PausedCalls', 'PlanProgress', 'Questions', 'current_exchange', 'exchange_scope')
 
 T = TypeVar('T')
 
@@ -62,6 +63,20 @@ def exchange_scope(exchange: Exchange | None) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+class Patience(NamedTuple):
+    """How long a request waits for its client's answers."""
+
+    seconds: float | None
+    """`None`: no limit."""
+    label: str = ''
+    """What the limit is called, for messages (`"planTimeout (600 s)"`)."""
+    whole: bool = False
+    """The seconds bound the whole request (a plan: its calls too), else each question."""
+
+
+NO_LIMIT = Patience(None)
 
 
 def _can(capabilities: Any, request: Any) -> str | None:
@@ -106,18 +121,20 @@ class Exchange:
 
     Args:
         ctx: the SDK's request context (the request that is waiting now; `attach` replaces it).
-        deadline: the `anyio.current_time()` by which questions must be answered (`None`: no limit).
-        limit: what the deadline is, for messages (`"planTimeout (600 s)"`).
+        patience: how long questions wait.
         client: who made the request.
     """
 
-    def __init__(self, ctx: Any, *, deadline: float | None = None, limit: str = '', client: object = None) -> None:
+    def __init__(self, ctx: Any, *, patience: Patience = NO_LIMIT, client: object = None) -> None:
         self.ctx = ctx
         self.client = client
         """Who made the request (requests of one client may share an upstream server's questions)."""
         self.capabilities = ctx.session.client_capabilities
-        self.deadline = deadline
-        self.limit = limit
+        seconds, self.limit, whole = patience
+        self.deadline = anyio.current_time() + seconds if whole and seconds is not None else None
+        """When the whole request runs out of time (`None`: it has no deadline of its own)."""
+        self.patience = None if whole else seconds
+        """Seconds each question may wait (`None`: until the deadline)."""
         self.plan: PlanProgress | None = None
         """Set while the request runs a plan: progress is reported for the plan as a whole."""
         self.log_level: int = 0
@@ -146,7 +163,9 @@ class Exchange:
         if missing is not None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f'The client of the gateway does not support '
                                    f'{missing}, so the request cannot be passed on.')
-        with anyio.move_on_after(self.remaining if self.deadline is not None else math.inf):
+        remaining = self.remaining
+        wait = min(math.inf if remaining is None else remaining, math.inf if self.patience is None else self.patience)
+        with anyio.move_on_after(wait):
             if self._paused is not None:
                 return await self._paused.ask(request)
             if not self.ctx.session.can_send_request:

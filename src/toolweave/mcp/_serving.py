@@ -24,7 +24,7 @@ from toolweave.mcp._approvals import ApprovalFallback, ExchangeReviewer, Fallbac
 from toolweave.mcp._content import annotations_of
 from toolweave.mcp._http import current_client
 from toolweave.mcp._meta import context_from_meta
-from toolweave.mcp._relay import LOG_LEVELS, Exchange, PausedCalls, Questions
+from toolweave.mcp._relay import LOG_LEVELS, NO_LIMIT, Exchange, Patience, PausedCalls, Questions
 from toolweave.mcp._results import ContentLog, call_result, collecting_content, strip_reserved_meta
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition
@@ -50,10 +50,10 @@ Admission: TypeAlias = AbstractContextManager[None] | str
 
 
 class Limits(Protocol):
-    """How long a served call may wait for its client, and whether it may start now."""
+    """How long a served call waits for its client, and whether it may start now."""
 
-    def deadline(self, tool_name: str) -> tuple[float | None, str]:
-        """Seconds the call may take, its questions included (`None`: no limit), and what that limit is called."""
+    def patience(self, tool_name: str) -> Patience:
+        """How long a call of `tool_name` waits for its client's answers."""
         ...
 
     def admit(self, tool_name: str) -> Admission:
@@ -62,8 +62,8 @@ class Limits(Protocol):
 
 
 class _NoLimits:
-    def deadline(self, tool_name: str) -> tuple[float | None, str]:
-        return None, ''
+    def patience(self, tool_name: str) -> Patience:
+        return NO_LIMIT
 
     def admit(self, tool_name: str) -> Admission:
         return nullcontext()
@@ -208,11 +208,10 @@ class ToolServer:
     # --- requests that may need their client --------------------------------------------------------------
 
     async def interactive(self, ctx: Any, key: str, params: Any, work: Callable[[Exchange], Awaitable[T]], *,
-                          deadline: tuple[float | None, str] = (None, '')) -> T | Any:
+                          patience: Patience = NO_LIMIT) -> T | Any:
         """Run `work` for the request `ctx` with its `Exchange`: its result, or an `InputRequiredResult` when it
         stopped at questions (2026-07-28). `key` binds a paused request to its repetitions (method and name);
         `params` may carry a repetition's `request_state` and `input_responses`."""
-        import anyio
         import mcp_types as types
         from mcp import MCPError
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -227,11 +226,9 @@ class ToolServer:
                 raise MCPError(types.INVALID_PARAMS, f'No request {key!r} is waiting for answers under this request '
                                'state (it finished, expired, or the server restarted). Send the request again.')
             return _answer(types, outcome)
-        seconds, limit = deadline
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         client = (current_client(), None if modern else _session_key(ctx))
-        exchange = Exchange(ctx, deadline=None if seconds is None else anyio.current_time() + seconds, limit=limit,
-                            client=client)
+        exchange = Exchange(ctx, patience=patience, client=client)
         exchange.log_level = self._log_levels.get(_session_key(ctx), 0)
         if modern and paused is not None and _can_be_asked(ctx.session.client_capabilities):
             if paused.full:
@@ -268,7 +265,7 @@ class ToolServer:
                 return await self._run(tool, params.arguments, context)
 
         with admission:
-            outcome = await self.interactive(ctx, key, params, work, deadline=self._limits.deadline(tool.name))
+            outcome = await self.interactive(ctx, key, params, work, patience=self._limits.patience(tool.name))
         return self._outcome(types, outcome, modern)
 
     async def _run(self, tool: Tool, arguments: Any, context: ToolCallContext) -> _Ran:

@@ -196,7 +196,7 @@ async def call_tool(client: Any, mcp_name: str, arguments: dict[str, Any], *, me
         result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout, meta=meta,
                                         progress_callback=progress)
     except MCPError as exc:
-        if exc.code == REQUEST_TIMEOUT:
+        if exc.code == REQUEST_TIMEOUT and timeout is not None:  # the SDK's own read timeout
             raise CallFailed(f'{where} timed out after {timeout} s.', 'timeout') from None
         if exc.code == CONNECTION_CLOSED:
             raise CallFailed(f'{where} failed: the connection to the server is closed.', 'closed') from None

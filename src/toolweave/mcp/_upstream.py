@@ -124,14 +124,24 @@ class _Request:
     outer_deadline: float = math.inf
     """When the client's request (a plan) runs out of time; it does not move."""
     task_id: str | None = None
+    waiting: int = 0
+    """Questions of the server its client's person is answering now."""
 
     def named(self, task_id: str) -> None:
         """The request is the task `task_id` (its questions name it)."""
         self.task_id = task_id
 
-    def extend(self, seconds: float) -> None:
-        self.own_deadline += seconds
-        self.scope.deadline = min(self.own_deadline, self.outer_deadline)
+    def pause(self) -> None:
+        """A person is answering the server's question: the server's `timeout` stops running meanwhile."""
+        self.waiting += 1
+        self.scope.deadline = self.outer_deadline
+
+    def resume(self, waited: float) -> None:
+        """The question was answered after `waited` seconds: the server's `timeout` goes on where it stopped."""
+        self.own_deadline += waited
+        self.waiting -= 1
+        if not self.waiting:
+            self.scope.deadline = min(self.own_deadline, self.outer_deadline)
 
 
 @dataclass
@@ -394,9 +404,8 @@ class Upstream:
         exchange = current_exchange()
         now = anyio.current_time()
         own = math.inf if timeout is None else now + timeout
-        # A plan's deadline bounds its calls; a single call's bounded its approval, and the call has its own.
-        bounded = exchange is not None and exchange.plan is not None and exchange.deadline is not None
-        outer = exchange.deadline if bounded and exchange is not None and exchange.deadline is not None else math.inf
+        # A request with a deadline of its own (a plan) bounds its calls; a single call has only its server's.
+        outer = exchange.deadline if exchange is not None and exchange.deadline is not None else math.inf
         request = _Request(exchange, anyio.CancelScope(deadline=min(own, outer)), own, outer)
         self._requests.append(request)
         try:
@@ -535,14 +544,15 @@ class Upstream:
                            self.name, question.method, why)
             return types.ErrorData(code=types.INVALID_REQUEST, message=f'The gateway cannot tell which of its '
                                    f'clients this {question.method} request is for: {why}.')
+        paused = [other for other in self._requests if other.exchange is request.exchange]
+        for other in paused:  # the person's time is not the server's
+            other.pause()
         started = anyio.current_time()
         try:
             return await request.exchange.ask(question)
         finally:
-            waited = anyio.current_time() - started  # the person's time is not the server's
-            for other in self._requests:
-                if other.exchange is request.exchange:
-                    other.extend(waited)
+            for other in paused:
+                other.resume(anyio.current_time() - started)
 
     async def roots_changed(self) -> None:
         """The client's roots changed: tell the server (connections with the initialize handshake)."""
