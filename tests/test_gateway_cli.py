@@ -104,7 +104,9 @@ async def test_server_everything_behind_the_gateway_over_stdio(tmp_path: Path) -
     upstream = {'command': NODE, 'args': [str(EVERYTHING), 'stdio']}
     config = write_config(tmp_path, {'everything': upstream})
     direct_parameters = StdioServerParameters(command=NODE, args=[str(EVERYTHING), 'stdio'])
-    async with Client(direct_parameters) as direct:
+    # The gateway declares sampling, elicitation and roots upstream (it passes them on), so server-everything
+    # lists the tools that need them: a direct client declaring the same sees the same list.
+    async with Client(direct_parameters, **capable_callbacks()) as direct:
         listed = {tool.name: tool for tool in (await direct.list_tools()).tools}
         image = await direct.call_tool('get-tiny-image', {})
         structured = await direct.call_tool('get-structured-content', {'location': 'New York'})
@@ -113,14 +115,23 @@ async def test_server_everything_behind_the_gateway_over_stdio(tmp_path: Path) -
         served = {tool.name: tool for tool in (await client.list_tools()).tools}
         image_through = await client.call_tool('get-tiny-image', {})
         structured_through = await client.call_tool('get-structured-content', {'location': 'New York'})
-    required_tasks = {name for name, tool in listed.items() if tool.execution and tool.execution.task_support ==
-                      'required'}
-    assert set(served) == {'execute_tool_plan', *listed} - required_tasks
-    for name in set(listed) - required_tasks:
+    assert set(served) == {'execute_tool_plan', *listed}
+    assert {'trigger-sampling-request', 'trigger-elicitation-request', 'get-roots-list',
+            'simulate-research-query'} <= set(served)
+    for name in listed:  # a task-augmented tool is listed without `execution`: the gateway makes the task calls
         assert served[name].model_copy(update={'execution': None}) == listed[name].model_copy(
             update={'execution': None}), name
+        assert served[name].execution is None
     assert image_through.content == image.content and image_through.content[1].type == 'image'
     assert structured_through.structured_content == structured.structured_content is not None
+
+
+def capable_callbacks() -> dict[str, Any]:
+    """Client callbacks that declare sampling, elicitation and roots (none of them is called here)."""
+    async def refuse(*args: Any) -> Any:
+        raise AssertionError('not asked in this test')
+
+    return {'sampling_callback': refuse, 'elicitation_callback': refuse, 'list_roots_callback': refuse}
 
 
 # the MCP Inspector's CLI mode (a TypeScript SDK client)
@@ -208,12 +219,14 @@ def test_check_reports_each_server(tmp_path: Path) -> None:
                                                'toolweave': {'requireApproval': ['echo', 'add']}},
                                      'broken': {'command': '/nonexistent/server'}})
     done = subprocess.run([TOOLWEAVE, *gateway_args(config, tmp_path / 'logs', '--check')], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, 'COLUMNS': '200'})
+                          text=True, timeout=60, env={**os.environ, 'COLUMNS': '400'})
     assert done.returncode == 1
-    assert 'alpha' in done.stdout and 'up' in done.stdout and '10: add, die, echo' in done.stdout
+    assert 'alpha' in done.stdout and 'up' in done.stdout and '17: add, ask, cancelled, die, echo' in done.stdout
+    assert 'greet' in done.stdout and '1 + 1 templates' in done.stdout
     assert 'broken' in done.stdout and "No such file or directory: '/nonexistent/server'" in done.stdout
-    assert 'Asked for approval before each call: add, echo, wipe.' in done.stdout  # wipe: destructiveHint
-    assert 'Clients see 11 tools.' in done.stdout
+    # wipe: destructiveHint; touch: no annotations, so it may be destructive
+    assert 'Asked for approval before each call: add, echo, touch, wipe.' in done.stdout
+    assert 'Clients see 18 tools.' in done.stdout
 
 
 def test_check_of_a_config_that_starts_no_server_says_so(tmp_path: Path) -> None:

@@ -153,4 +153,5 @@ def test_the_docs_config_snippets_parse() -> None:
             args = entry.get('args', [])
             if entry.get('command') == 'toolweave' or args[:1] == ['gateway']:  # a client entry starting us
                 assert args[0] == 'gateway' and '--config' in args
-        GatewayConfig.parse(block, environ={'GITHUB_TOKEN': 'x', 'HOME': '/home/me'})
+        GatewayConfig.parse(block, environ={'GITHUB_TOKEN': 'x', 'HOME': '/home/me', 'LAPTOP_TOKEN': 'l' * 32,
+                                            'CI_TOKEN': 'c' * 32})

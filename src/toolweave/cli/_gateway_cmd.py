@@ -26,6 +26,8 @@ from toolweave.exceptions import UserError
 
 __all__ = ('gateway_command', 'parse_address')
 
+LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+
 logger = logging.getLogger('toolweave.mcp.gateway')
 
 
@@ -38,7 +40,8 @@ def gateway_command(
                                              '"search": only search_tools, describe_tools and execute_tool_plan. '
                                              'Overrides the config.')] = None,
     http: Annotated[str | None, typer.Option('--http', metavar='HOST:PORT', help='Serve streamable HTTP at '
-                                             'http://HOST:PORT/mcp instead of stdio.')] = None,
+                                             'http://HOST:PORT/mcp instead of stdio (a host other than 127.0.0.1 '
+                                             'needs bearer tokens).')] = None,
     log_dir: Annotated[Path | None, typer.Option('--log-dir', help='Where the logs go (default: '
                                                  '~/.local/state/toolweave/gateway).')] = None,
     check: Annotated[bool, typer.Option('--check', help='Start every server, print what each offers, and '
@@ -55,6 +58,10 @@ def gateway_command(
                 raise UserError(f'--mode must be "tools" or "search", got {mode!r}.')
             settings = dataclasses.replace(settings, mode=mode)  # type: ignore[arg-type]
         address = parse_address(http) if http is not None else None
+        if address is not None and address[0] not in LOOPBACK and not settings.bearer_tokens:
+            raise UserError(f'--http {http} lets other machines call every tool of the gateway: give clients bearer '
+                            'tokens ("bearerTokens" in the config\'s "toolweave" object, or the '
+                            'TOOLWEAVE_GATEWAY_TOKEN environment variable), or serve on 127.0.0.1.')
     except UserError as exc:
         typer.echo(f'toolweave gateway: {exc}', err=True)
         raise typer.Exit(2) from None
@@ -133,11 +140,14 @@ def _print_status(report: list[dict[str, Any]], listed: int, gated: list[str], l
     console = Console()
     if not report:
         console.print('The config starts no server: none is listed, or every one is "disabled".')
-    table = Table('server', 'state', 'tools', 'why down')
+    table = Table('server', 'state', 'tools', 'prompts', 'resources', 'why down')
     for entry in report:
         names = ', '.join(entry['tools'])
+        templates = entry['resource_templates']
         table.add_row(escape(entry['server']), entry['state'],
                       escape(f'{len(entry["tools"])}: {names}' if names else '0'),
+                      escape(', '.join(entry['prompts']) or '-'),
+                      f'{entry["resources"]}' + (f' + {templates} templates' if templates else ''),
                       escape(entry['reason'] or '') if entry['state'] != 'up' else '')
     if report:
         console.print(table)

@@ -3,11 +3,9 @@
 A tool that requires approval (or a plan step whose tool does) asks the run's `ReviewHandler`. When toolweave
 serves tools over MCP, that reviewer is the client, asked with a one-field form ("approve: yes/no"):
 
-- on a connection with the initialize handshake (protocol versions up to 2025-11-25) the question is an
-  `elicitation/create` request sent while the call runs (`ElicitingReviewer`);
-- on a 2026-07-28 connection the server may not send requests of its own, so the call is paused instead: it
-  returns an `InputRequiredResult` carrying the questions, the client asks its user and repeats the call with
-  the answers and the state token, and the paused call goes on where it stopped (`PausedCalls`);
+- `ExchangeReviewer` asks through the request's `Exchange` (see `_relay`): an `elicitation/create` request sent
+  while the call runs on connections with the initialize handshake, a question in an `InputRequiredResult` on
+  2026-07-28 connections; a question left unanswered until the exchange's deadline is a rejection;
 - a client that declares no elicitation support cannot be asked: `FallbackReviewer` applies the configured
   policy, `'deny'` (the default) or `'allow'`.
 
@@ -17,36 +15,21 @@ and one yes/no field per gated step, all checked by default; declining the form 
 
 from __future__ import annotations
 
-import logging
-import secrets
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-import anyio
-import anyio.abc
+from toolweave.approval import PlanReviewDecision, PlanReviewRequest, ReviewDecision, ReviewRequest
 
-from toolweave.approval import (
-    PlanReviewDecision,
-    PlanReviewRequest,
-    ReviewDecision,
-    ReviewRequest,
-    use_review_handler,
-)
+if TYPE_CHECKING:
+    from toolweave.mcp._relay import Exchange
 
-__all__ = ('ApprovalFallback', 'ElicitingReviewer', 'FallbackReviewer', 'PausedCalls', 'Questions', 'can_elicit',
-           'decision_of', 'elicitation_form', 'plan_decision_of', 'plan_form')
-
-T = TypeVar('T')
-
-logger = logging.getLogger('toolweave.mcp')
+__all__ = ('ApprovalFallback', 'ExchangeReviewer', 'FallbackReviewer', 'can_elicit', 'decision_of',
+           'elicitation_form', 'plan_decision_of', 'plan_form')
 
 ApprovalFallback: TypeAlias = Literal['deny', 'allow']
 """What happens to a call that needs approval when the MCP client cannot be asked."""
 
 _APPROVE = 'approve'
-_SETTLE_SECONDS = 0.05
-"""How long a paused call waits for sibling questions (parallel plan steps) before sending what it has."""
 
 
 def can_elicit(capabilities: Any) -> bool:
@@ -101,25 +84,21 @@ def decision_of(result: Any) -> ReviewDecision:
     return ReviewDecision.reject('declined in the MCP client')
 
 
-class ElicitingReviewer:
-    """Asks the client of one request with `elicitation/create` (connections with the initialize handshake)."""
+class ExchangeReviewer:
+    """Asks the client of one request, through its `Exchange`."""
 
-    def __init__(self, session: Any, request_id: Any) -> None:
-        self._session = session
-        self._request_id = request_id
+    def __init__(self, exchange: Exchange) -> None:
+        self._exchange = exchange
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
-        return decision_of(await self._ask(elicitation_form(request)))
+        answer = await self._exchange.ask(_elicit_request(elicitation_form(request)))
+        return decision_of(answer) if _is_elicit_result(answer) else _unusable(answer)
 
     async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
-        return plan_decision_of(request, await self._ask(plan_form(request)))
-
-    async def _ask(self, form: dict[str, Any]) -> Any:
-        import mcp_types as types
-
-        params = types.ElicitRequestFormParams.model_validate(form)
-        return await self._session.elicit_form(params.message, params.requested_schema,
-                                               related_request_id=self._request_id)
+        answer = await self._exchange.ask(_elicit_request(plan_form(request)))
+        if _is_elicit_result(answer):
+            return plan_decision_of(request, answer)
+        return PlanReviewDecision.reject(_unusable(answer).reason or 'unusable answer')
 
 
 class FallbackReviewer:
@@ -140,147 +119,6 @@ class FallbackReviewer:
         return PlanReviewDecision({step.id: await self.review(step.request()) for step in request.gated})
 
 
-@dataclass(eq=False)
-class _Question:
-    form: dict[str, Any]
-    """The elicitation form that asks it."""
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    answer: Any = None
-    """The client's answer: an `ElicitResult`, or something else that the reviewer turns into a rejection."""
-
-
-@dataclass(frozen=True, slots=True)
-class Questions:
-    """What a paused call sends back instead of its result: the `InputRequiredResult` fields."""
-
-    input_requests: dict[str, Any]
-    request_state: str
-
-
-@dataclass(eq=False)
-class _Paused(Generic[T]):
-    """One call running in the background while its questions travel to the client and back."""
-
-    token: str
-    tool_name: str
-    unsent: dict[str, _Question] = field(default_factory=dict)
-    sent: dict[str, _Question] = field(default_factory=dict)
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    result: T | None = None
-    delivered: anyio.Event = field(default_factory=anyio.Event)
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    count: int = 0
-
-    def poke(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-
-class _DeferredReviewer:
-    """The reviewer inside a paused call: each question waits until the client's answer comes back."""
-
-    def __init__(self, paused: _Paused[Any]) -> None:
-        self._paused = paused
-
-    async def review(self, request: ReviewRequest) -> ReviewDecision:
-        answer = await self._ask(elicitation_form(request))
-        return decision_of(answer) if _is_elicit_result(answer) else _unusable(answer)
-
-    async def review_plan(self, request: PlanReviewRequest) -> PlanReviewDecision:
-        answer = await self._ask(plan_form(request))
-        if _is_elicit_result(answer):
-            return plan_decision_of(request, answer)
-        return PlanReviewDecision.reject(_unusable(answer).reason or 'unusable answer')
-
-    async def _ask(self, form: dict[str, Any]) -> Any:
-        paused = self._paused
-        paused.count += 1
-        key = f'approval-{paused.count}'
-        question = _Question(form)
-        paused.unsent[key] = question
-        paused.poke()
-        try:
-            await question.answered.wait()
-        finally:  # answered, or given up on (the review timed out, the call was cancelled)
-            paused.unsent.pop(key, None)
-            paused.sent.pop(key, None)
-        return question.answer
-
-
-class PausedCalls(Generic[T]):
-    """Calls that wait for the client's answers on 2026-07-28 connections.
-
-    `start` runs a call in `tasks` (the server's task group, so it outlives the request that started it) under a
-    reviewer that collects questions; `resume` hands a repeated call's answers to the paused call. Both return
-    the call's result once it finishes, or the questions to send when it stops at one. The state token is 32
-    random bytes that only maps to a call held in this process; a call nobody resumes ends on its own (each
-    question's review timeout rejects it) and is forgotten `keep` seconds later.
-    """
-
-    def __init__(self, tasks: anyio.abc.TaskGroup, *, failed: Callable[[str], T], keep: float = 600.0) -> None:
-        self._tasks = tasks
-        self._failed = failed
-        self._keep = keep
-        self._paused: dict[str, _Paused[T]] = {}
-
-    def __len__(self) -> int:
-        return len(self._paused)
-
-    async def start(self, tool_name: str, call: Callable[[], Awaitable[T]]) -> T | Questions:
-        """Run `call`; its result, or the questions it stopped at."""
-        paused: _Paused[T] = _Paused(secrets.token_urlsafe(32), tool_name)
-        self._paused[paused.token] = paused
-        self._tasks.start_soon(self._run, paused, call)
-        return await self._next(paused)
-
-    async def resume(self, token: str, tool_name: str, answers: dict[str, Any] | None) -> T | Questions | None:
-        """The outcome of the paused call `token`, or `None` when no call of `tool_name` is waiting under it."""
-        paused = self._paused.get(token)
-        if paused is None or paused.tool_name != tool_name:
-            return None
-        for key, answer in (answers or {}).items():
-            question = paused.sent.pop(key, None)
-            if question is not None:
-                question.answer = answer
-                question.answered.set()
-        # Questions the client left unanswered are asked again.
-        paused.unsent.update(paused.sent)
-        paused.sent.clear()
-        return await self._next(paused)
-
-    async def _run(self, paused: _Paused[T], call: Callable[[], Awaitable[T]]) -> None:
-        try:
-            with paused.scope, use_review_handler(_DeferredReviewer(paused)):
-                paused.result = await call()
-        except Exception as exc:  # nothing must escape into the server's task group
-            logger.warning('MCP call of %r stopped by %s: %s', paused.tool_name, type(exc).__name__, exc)
-            paused.result = self._failed(f'{type(exc).__name__}: {exc}')
-        if paused.result is None:  # the client cancelled the call
-            paused.result = self._failed('The call was cancelled.')
-        paused.poke()
-        with anyio.move_on_after(self._keep):
-            await paused.delivered.wait()
-        self._paused.pop(paused.token, None)
-
-    async def _next(self, paused: _Paused[T]) -> T | Questions:
-        try:
-            while paused.result is None:
-                if paused.unsent:
-                    await anyio.sleep(_SETTLE_SECONDS)  # let parallel steps reach their own questions
-                    asking, paused.unsent = paused.unsent, {}
-                    if asking and paused.result is None:
-                        paused.sent.update(asking)
-                        requests = {key: _elicit_request(question.form) for key, question in asking.items()}
-                        return Questions(requests, paused.token)
-                    continue
-                await paused.changed.wait()
-        except anyio.get_cancelled_exc_class():
-            paused.scope.cancel()  # the client gave up on the call while it ran: stop it too
-            raise
-        paused.delivered.set()
-        return paused.result
-
-
 def _elicit_request(form: dict[str, Any]) -> Any:
     import mcp_types as types
 
@@ -294,5 +132,8 @@ def _is_elicit_result(answer: Any) -> bool:
 
 
 def _unusable(answer: Any) -> ReviewDecision:
+    message = getattr(answer, 'message', None)
+    if isinstance(message, str):  # an `ErrorData`: the client could not be asked, or did not answer in time
+        return ReviewDecision.reject(message.rstrip('.'))
     return ReviewDecision.reject(f'the MCP client answered with a {type(answer).__name__}, not an elicitation result')
 

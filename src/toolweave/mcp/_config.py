@@ -49,10 +49,15 @@ DEFAULT_START_TIMEOUT = 60.0
 
 _TRANSPORT_KEYS = frozenset({'command', 'args', 'env', 'cwd', 'url', 'headers', 'type', 'disabled'})
 _SERVER_KEYS = {'prefix': 'prefix', 'allowTools': 'allow_tools', 'denyTools': 'deny_tools',
-                'requireApproval': 'require_approval', 'forwardContext': 'forward_context', 'timeout': 'timeout',
-                'startTimeout': 'start_timeout', 'approvalFallback': 'approval_fallback'}
+                'requireApproval': 'require_approval', 'trustTools': 'trust_tools',
+                'forwardContext': 'forward_context', 'timeout': 'timeout', 'startTimeout': 'start_timeout',
+                'approvalFallback': 'approval_fallback'}
 _GATEWAY_KEYS = {'mode': 'mode', 'prefixTools': 'prefix_tools', 'approvalFallback': 'approval_fallback',
-                 'callTimeout': 'call_timeout', 'planTimeout': 'plan_timeout'}
+                 'callTimeout': 'call_timeout', 'planTimeout': 'plan_timeout',
+                 'maxPlansPerClient': 'max_plans_per_client', 'bearerTokens': 'bearer_tokens'}
+TOKEN_VARIABLE = 'TOOLWEAVE_GATEWAY_TOKEN'
+"""The environment variable whose value, when set, is a bearer token (of the client named `token`)."""
+DEFAULT_MAX_PLANS_PER_CLIENT = 4
 _VARIABLE = re.compile(r'\$\{([^}]*)\}')
 _BAD_CHARS = re.compile(r'[^A-Za-z0-9_-]')
 
@@ -80,7 +85,11 @@ class ServerConfig:
     deny_tools: tuple[str, ...] = ()
     """Never tools whose server-side name matches one of these globs."""
     require_approval: tuple[str, ...] = ()
-    """Tools (globs) that need approval even without `destructiveHint`; `["*"]` gates them all."""
+    """Tools (globs) that need approval whatever their hints say; `["*"]` gates them all."""
+    trust_tools: tuple[str, ...] = ()
+    """Tools (globs) that run without approval although their server does not mark them read-only or not
+    destructive (MCP reads a tool without annotations as possibly destructive). A tool marked
+    `destructiveHint: true` is still asked about."""
     forward_context: tuple[str, ...] = ()
     """The call-context keys sent to this server as `_meta`; nothing else is sent."""
     timeout: float | None = DEFAULT_CALL_TIMEOUT
@@ -121,6 +130,10 @@ class GatewayConfig:
     """The default of each server's `timeout`."""
     plan_timeout: float | None = DEFAULT_PLAN_TIMEOUT
     """Seconds a whole plan may take (approvals included)."""
+    max_plans_per_client: int = DEFAULT_MAX_PLANS_PER_CLIENT
+    """Plans one client may run at once; one more is refused at once with an error result."""
+    bearer_tokens: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Over HTTP, the tokens clients must send (`Authorization: Bearer ...`), by client name."""
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> GatewayConfig:
@@ -186,7 +199,29 @@ class _Parser:
         for name, key in (('call_timeout', 'callTimeout'), ('plan_timeout', 'planTimeout')):
             if name in options:
                 found[name] = self.seconds(options[name], where + key, allow_none=True)
+        if 'max_plans_per_client' in options:
+            value = options['max_plans_per_client']
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise self.fail(where + 'maxPlansPerClient', f'must be a whole number of at least 1, got '
+                                f'{json.dumps(value)}.')
+            found['max_plans_per_client'] = value
+        tokens = self.tokens(options.get('bearer_tokens'), where + 'bearerTokens')
+        if self.environ.get(TOKEN_VARIABLE):
+            tokens.setdefault('token', self.environ[TOKEN_VARIABLE])
+        if tokens:
+            found['bearer_tokens'] = tokens
         return found
+
+    def tokens(self, value: Any, where: str) -> dict[str, str]:
+        if value is None:
+            return {}
+        tokens = self.text_map(value, where)
+        for name, token in tokens.items():
+            if len(token) < 16:
+                raise self.fail(f'{where}.{name}', 'must be at least 16 characters long: use a random token, '
+                                'such as `python -c "import secrets; print(secrets.token_urlsafe(32))"`, in an '
+                                'environment variable: "${env:NAME}".')
+        return tokens
 
     def server(self, name: str, entry: Any, where: str, gateway: dict[str, Any]) -> ServerConfig | None:
         if not isinstance(entry, dict):
@@ -239,7 +274,8 @@ class _Parser:
                 raise self.fail(where + 'prefix', f'must be up to 30 letters, digits, _ or -, got {prefix!r}.')
             found['prefix'] = prefix
         for name, key in (('allow_tools', 'allowTools'), ('deny_tools', 'denyTools'),
-                          ('require_approval', 'requireApproval'), ('forward_context', 'forwardContext')):
+                          ('require_approval', 'requireApproval'), ('trust_tools', 'trustTools'),
+                          ('forward_context', 'forwardContext')):
             if name in options:
                 found[name] = tuple(self.texts(options[name], where + key, expand=False))
         if 'timeout' in options:

@@ -3,9 +3,15 @@
 The gateway starts every upstream server (see `_upstream`), offers each upstream tool under a stable name (its
 own, or `<prefix>_<name>` when two servers offer the same name or the config says always), and serves them
 with `ToolServer`: in `tools` mode the upstream tools as they are plus `execute_tool_plan`; in `search` mode
-only `search_tools`, `describe_tools` and `execute_tool_plan`, a list that never changes. A tool is gated (asks
-for approval, inside plans too) when its server marks it destructive or the config lists it, and a call sends
-an upstream server only the context keys its config forwards.
+only `search_tools`, `describe_tools` and `execute_tool_plan`, a list that never changes. Prompts, resources,
+templates, completions and logging are served by `UpstreamFeatures`; what upstream servers ask of the client, and
+their progress, reach the client through the request's `Exchange` (see `_relay`).
+
+A tool is gated (asks for approval, inside plans too) unless its server marks it read-only or not destructive, as
+the MCP specification reads a tool's hints (no annotations: it may be destructive), or the config trusts it; the
+config can also gate any tool. A call sends an upstream server only the context keys its config forwards. A plan
+may take `planTimeout` seconds, approvals and the upstream servers' questions included; each client may run
+`maxPlansPerClient` plans at once.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import hashlib
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AsyncExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
@@ -29,13 +36,16 @@ from toolweave.exceptions import UserError
 from toolweave.mcp._approvals import ApprovalFallback
 from toolweave.mcp._config import GatewayConfig, ServerConfig
 from toolweave.mcp._content import adapt_names, definition_of
+from toolweave.mcp._features import UpstreamFeatures
+from toolweave.mcp._http import current_client
+from toolweave.mcp._relay import Exchange, Patience, PlanProgress, current_exchange
 from toolweave.mcp._results import remember_content
 from toolweave.mcp._sdk import require_mcp
 from toolweave.mcp._search import DescribeTool, SearchTool, unknown_tool_message
-from toolweave.mcp._serving import ToolServer
+from toolweave.mcp._serving import Admission, ChangeKind, ToolServer
 from toolweave.mcp._stdio import stdio_streams
-from toolweave.mcp._upstream import DEFAULT_BACKOFF, Backoff, Upstream
-from toolweave.plan import PlanTool
+from toolweave.mcp._upstream import DEFAULT_BACKOFF, Backoff, ListKind, Upstream
+from toolweave.plan import PlanEvent, PlanTool
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition
 from toolweave.tools._result import ToolResult
@@ -63,12 +73,13 @@ class GatewayTool(Tool):
     """An upstream server's tool as the gateway offers it: the server's own definition (it follows
     `tools/list_changed`) under the gateway's name, called through the server's supervised connection."""
 
-    __slots__ = ('_definition', '_gated', '_source', 'mcp_name', 'upstream')
+    __slots__ = ('_definition', '_gated', '_source', '_trusted', 'mcp_name', 'upstream')
 
     def __init__(self, name: str, upstream: Upstream, mcp_name: str) -> None:
         self.upstream = upstream
         self.mcp_name = mcp_name
-        self._gated = _gated_by_config(upstream.config, mcp_name)
+        self._gated = _matches(upstream.config.require_approval, mcp_name)
+        self._trusted = _matches(upstream.config.trust_tools, mcp_name)
         self._source: Any = None
         self._definition = self._define(name)
 
@@ -88,9 +99,14 @@ class GatewayTool(Tool):
         source = self._source = self.upstream.tools[self.mcp_name]
         definition = definition_of(name, source, self.upstream.name)
         metadata = definition.metadata
-        # The hints are meaningful together: a read-only tool is never destructive, whatever else it says.
-        destructive = metadata.destructive is True and metadata.read_only is not True
-        if self._gated or destructive:
+        # MCP's defaults: readOnlyHint false, destructiveHint true (meaningful when not read-only). So a tool
+        # without annotations may be destructive; trusting it in the config says otherwise, an explicit
+        # `destructiveHint: true` it cannot.
+        if metadata.read_only is True or metadata.destructive is False:
+            asks = False
+        else:
+            asks = metadata.destructive is True or not self._trusted
+        if self._gated or asks:
             return definition.with_metadata(requires_approval=True)
         return definition
 
@@ -137,22 +153,32 @@ class McpGateway:
         self.log_dir = Path(log_dir) if log_dir is not None else default_log_dir()
         self.name = name
         _check_prefixes(self.config.servers)
-        self.upstreams = [Upstream(server, log_dir=self.log_dir, backoff=backoff, on_tools=self._tools_changed)
+        self.upstreams = [Upstream(server, log_dir=self.log_dir, backoff=backoff, on_change=self._changed,
+                                   on_log=self._unattributed_log, on_resource_updated=self._resource_updated,
+                                   on_unplaced=self._unplaced)
                           for server in self.config.servers]
+        self.features = UpstreamFeatures(self.upstreams)
         self.tools = Toolset()
         """Every upstream tool the gateway has named so far, as `GatewayTool`s (a tool a server stopped listing
         stays here, and fails when called)."""
         self._by_key: dict[tuple[str, str], str] = {}
         # A plan's gated steps are put to the client whole: one question, one checkbox per gated step.
-        self.plan_tool = PlanTool(self.tools, timeout=self.config.plan_timeout, review_mode='whole_plan')
+        self.plan_tool = _GatewayPlanTool(self.tools, timeout=self.config.plan_timeout, review_mode='whole_plan',
+                                          on_event=_plan_event)
         self.search_tool = SearchTool(self._catalog)
         self.describe_tool = DescribeTool(self._catalog)
         front: list[Tool] = [self.plan_tool, self.search_tool, self.describe_tool]
         self._reserved = {tool.name for tool in front}
+        announces: list[ChangeKind] = ['prompts', 'resources']
+        if self.config.mode == 'tools':
+            announces.append('tools')
         self._served = ToolServer(self.tools, front=front, listed=self._listed, review_handler=review_handler,
-                                  approval_fallback=self._fallback_for,
-                                  announces_changes=self.config.mode == 'tools',
+                                  approval_fallback=self._fallback_for, announces=announces, limits=self,
+                                  extension=self.features,
                                   unknown_tool=self._unknown_tool if self.config.mode == 'search' else None)
+        self._plans: dict[str, int] = {}
+        """Plans running now, by client."""
+        self._one_client = False
         self._stack: AsyncExitStack | None = None
         self._started = False
         self._server: Any = None
@@ -174,6 +200,7 @@ class McpGateway:
             raise
         self._stack = stack
         self._name_new_tools()
+        self.features.name_all()
         self._started = True
         up = sum(1 for u in self.upstreams if u.state == 'up')
         logger.info('Gateway started: %d of %d servers up, %d tools', up, len(self.upstreams), len(self.tools))
@@ -198,17 +225,23 @@ class McpGateway:
     async def serve_stdio(self) -> None:
         """Serve clients over this process's stdin and stdout until stdin closes."""
         server = self.server()
+        self._one_client = True  # log messages that belong to no request go to it
         async with stdio_streams() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def serve_http(self, *, host: str = '127.0.0.1', port: int = 8000, path: str = '/mcp',
                          on_started: Callable[[str], object] | None = None) -> None:
-        """Serve clients over streamable HTTP until cancelled (see `toolweave.mcp.serve_http`)."""
-        from toolweave.mcp._server import run_app
+        """Serve clients over streamable HTTP until cancelled (see `toolweave.mcp.serve_http`). With bearer tokens
+        in the config, every request needs one; without, only a loopback `host` is accepted."""
+        from toolweave.mcp._http import BearerTokens, http_app, serve_app
 
-        server = self.server()
-        await run_app(server.streamable_http_app(streamable_http_path=path, host=host), host=host, port=port,
-                      path=path, on_started=on_started)
+        tokens = BearerTokens(self.config.bearer_tokens) if self.config.bearer_tokens else None
+        if tokens is None and host not in ('127.0.0.1', 'localhost', '::1'):
+            raise UserError(f'Serving on {host} lets other machines call every tool of the gateway: give clients '
+                            'bearer tokens ("bearerTokens" in the config, or the TOOLWEAVE_GATEWAY_TOKEN environment '
+                            'variable), or serve on 127.0.0.1.')
+        await serve_app(http_app(self.server(), path=path, host=host, tokens=tokens), host=host, port=port,
+                        on_started=on_started)
 
     def instructions(self) -> str:
         """What clients are told about the server: how to plan, how to search (search mode), and what each
@@ -256,11 +289,70 @@ class McpGateway:
             return tool.upstream.config.approval_fallback
         return self.config.approval_fallback
 
-    async def _tools_changed(self, upstream: Upstream) -> None:
+    # --- limits (`Limits`) ----------------------------------------------------------------------------------
+
+    def patience(self, tool_name: str) -> Patience:
+        """A plan's questions and calls end at `planTimeout`; a single call's questions wait up to its server's
+        `timeout` each."""
+        if tool_name == self.plan_tool.name:
+            timeout = self.config.plan_timeout
+            return Patience(timeout, f'planTimeout ({timeout:g} s)' if timeout is not None else '', whole=True)
+        tool = self.tools.find(tool_name)
+        if isinstance(tool, GatewayTool):
+            return _server_patience(tool.upstream)
+        return Patience(None)
+
+    def admit(self, tool_name: str) -> Admission:
+        """A plan runs when its client runs fewer than `maxPlansPerClient`; anything else always runs."""
+        if tool_name != self.plan_tool.name:
+            return nullcontext()
+        client = current_client()
+        limit = self.config.max_plans_per_client
+        if self._plans.get(client, 0) >= limit:
+            return (f'Too many plans at once: this client already runs {limit} (maxPlansPerClient). Wait for one '
+                    'to finish, or put more steps in one plan.')
+        return self._plan_running(client)
+
+    @contextmanager
+    def _plan_running(self, client: str) -> Iterator[None]:
+        self._plans[client] = self._plans.get(client, 0) + 1
+        try:
+            yield
+        finally:
+            self._plans[client] -= 1
+            if not self._plans[client]:
+                del self._plans[client]
+
+    # --- changes upstream ---------------------------------------------------------------------------------
+
+    async def _changed(self, upstream: Upstream, kind: ListKind) -> None:
         if not self._started:
             return  # named all at once when every server has started, so collisions are settled evenly
-        self._name_new_tools()
-        await self._served.tools_changed()
+        if kind == 'tools':
+            self._name_new_tools()
+            await self._served.changed('tools')
+        else:
+            await self.features.changed(upstream, kind)
+
+    async def _resource_updated(self, upstream: Upstream, uri: str) -> None:
+        await self.features.resource_updated(upstream, uri)
+
+    async def _unplaced(self, upstream: Upstream, question: Any) -> Any:
+        """A server's question outside any client request: over stdio, the one client is asked; else nobody."""
+        import mcp_types as types
+
+        session = self._served.only_session() if self._one_client else None
+        if session is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f'The gateway cannot tell which of its '
+                                   f'clients this {question.method} request is for: no request of a client is in '
+                                   'flight on the server.')
+        return await Exchange(_Standalone(session), patience=_server_patience(upstream)).ask(question)
+
+    def _unattributed_log(self, upstream: Upstream, params: Any) -> None:
+        """A log message that belongs to no client request: over stdio, to the one client; else to the log."""
+        logger.info('MCP server %r logged (%s): %s', upstream.name, params.level, params.data)
+        if self._one_client:
+            self._served.broadcast_log(params)
 
     def _name_new_tools(self) -> None:
         """Give every tool not named yet its gateway name. A name never changes once given: when two servers
@@ -285,8 +377,51 @@ class McpGateway:
                 logger.info('Tool %r of MCP server %r is offered as %r', mcp_name, upstream.name, name)
 
 
-def _gated_by_config(config: ServerConfig, mcp_name: str) -> bool:
-    return any(fnmatchcase(mcp_name, pattern) for pattern in config.require_approval)
+def _server_patience(upstream: Upstream) -> Patience:
+    timeout = upstream.config.timeout
+    return Patience(timeout, f'the timeout of MCP server {upstream.name!r} ({timeout:g} s)' if timeout else '')
+
+
+def _matches(patterns: Iterable[str], mcp_name: str) -> bool:
+    return any(fnmatchcase(mcp_name, pattern) for pattern in patterns)
+
+
+@dataclass(frozen=True)
+class _Standalone:
+    """A request context for questions that belong to no request: asked on the connection's own channel."""
+
+    session: Any
+    request_id: None = None
+    meta: None = None
+
+
+class _GatewayPlanTool(PlanTool):
+    """The gateway's `execute_tool_plan`: while it runs, the request's progress is the plan's (`PlanProgress`)."""
+
+    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+        exchange = current_exchange()
+        if exchange is not None:
+            exchange.plan = PlanProgress(exchange, _step_count(arguments))
+        try:
+            return await super().execute(arguments, context)
+        finally:
+            if exchange is not None:
+                exchange.plan = None
+
+
+def _step_count(arguments: ToolArguments) -> int:
+    try:
+        data = load_arguments(arguments, 'execute_tool_plan')
+    except Exception:  # the plan tool says what is wrong with them
+        return 1
+    steps = data.get('steps')
+    return len(steps) if isinstance(steps, list) and steps else 1
+
+
+def _plan_event(event: PlanEvent) -> None:
+    exchange = current_exchange()
+    if exchange is not None and exchange.plan is not None and event.kind == 'step_finished':
+        exchange.plan.step_finished(event.step.id)
 
 
 def _fit(name: str, seed: str | None = None, *, force: bool = False) -> str:

@@ -8,7 +8,7 @@ behave as they do for a direct call. The request's `_meta`, less the protocol's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -18,13 +18,14 @@ from toolweave._version import __version__
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import UserError
 from toolweave.mcp._approvals import ApprovalFallback
+from toolweave.mcp._http import BearerTokens, HttpApp, http_app, serve_app
 from toolweave.mcp._sdk import require_mcp
 from toolweave.mcp._serving import ToolServer
 from toolweave.mcp._stdio import stdio_streams
 from toolweave.plan import PlanTool
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
-__all__ = ('mcp_server', 'run_app', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
+__all__ = ('mcp_server', 'serve_http', 'serve_stdio', 'serve_stdio_sync', 'streamable_http_app')
 
 logger = logging.getLogger('toolweave.mcp')
 
@@ -96,13 +97,16 @@ def streamable_http_app(
     stateless: bool = False,
     json_response: bool = False,
     host: str = '127.0.0.1',
+    tokens: Mapping[str, str] | None = None,
     **server_options: Any,
-) -> Any:
-    """An ASGI (Starlette) app serving `tools` over streamable HTTP at `path`; run it with any ASGI server.
-    `host` sets the DNS-rebinding protection the SDK enables for local hosts."""
+) -> HttpApp:
+    """An ASGI app serving `tools` over streamable HTTP at `path`; run it with any ASGI server (with its lifespan
+    on). `host` sets the DNS-rebinding protection the SDK enables for local hosts; `tokens` (`{"client name":
+    "token"}`) makes every request need `Authorization: Bearer <token>`. A request the SDK cannot parse is
+    answered with a JSON-RPC error naming its id."""
     server = mcp_server(tools, **server_options)
-    return server.streamable_http_app(streamable_http_path=path, stateless_http=stateless,
-                                      json_response=json_response, host=host)
+    return http_app(server, path=path, host=host, stateless=stateless, json_response=json_response,
+                    tokens=BearerTokens(tokens) if tokens else None)
 
 
 async def serve_http(
@@ -112,33 +116,14 @@ async def serve_http(
     port: int = 8000,
     path: str = '/mcp',
     on_started: Callable[[str], object] | None = None,
+    tokens: Mapping[str, str] | None = None,
     **server_options: Any,
 ) -> None:
     """Serve `tools` over streamable HTTP with uvicorn until cancelled (asyncio backend only).
 
     `on_started` receives the endpoint URL once the socket listens (with `port=0` the system picks a free
-    port, and the URL says which).
+    port, and the URL says which). Cancelling it ends the MCP sessions, then lets connections drain for a few
+    seconds.
     """
-    app = streamable_http_app(tools, path=path, host=host, **server_options)
-    await run_app(app, host=host, port=port, path=path, on_started=on_started)
-
-
-async def run_app(app: Any, *, host: str, port: int, path: str, on_started: Callable[[str], object] | None) -> None:
-    """Run an ASGI app with uvicorn until cancelled; `on_started` receives the endpoint URL once it listens."""
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level='warning', lifespan='on'))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        while not server.started:
-            if server.should_exit:  # startup failed (port in use, ...): uvicorn logged why
-                raise OSError(f'MCP HTTP server could not listen on {host}:{port}. Pick another port, or 0.')
-            await anyio.sleep(0.01)
-        url = f'http://{host}:{server.servers[0].sockets[0].getsockname()[1]}{path}'
-        logger.info('Serving MCP tools at %s', url)
-        if on_started is not None:
-            on_started(url)
-        try:
-            await anyio.sleep_forever()
-        finally:
-            server.should_exit = True
+    app = streamable_http_app(tools, path=path, host=host, tokens=tokens, **server_options)
+    await serve_app(app, host=host, port=port, on_started=on_started)

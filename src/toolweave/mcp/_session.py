@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, TypeAlias
 
 import anyio
 
@@ -18,9 +18,11 @@ from toolweave._version import __version__
 from toolweave.mcp._content import McpCallResult, to_tool_result
 from toolweave.mcp._sdk import require_mcp
 
-__all__ = ('CallFailed', 'HttpTarget', 'StdioTarget', 'call_tool', 'client_info', 'error_message', 'list_all_tools',
-           'open_client')
+__all__ = ('CallFailed', 'HttpTarget', 'StdioTarget', 'call_tool', 'client_info', 'error_message', 'list_all',
+           'list_all_tools', 'open_client', 'send_raw', 'ProgressCallback')
 
+ProgressCallback: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Receives a request's progress: the value, the total (if known) and a message."""
 FailureKind = Literal['timeout', 'closed', 'error']
 
 
@@ -154,20 +156,33 @@ def client_info() -> Any:
 
 async def list_all_tools(client: Any, *, fresh: bool = False) -> list[Any]:
     """Every tool the server lists, following pagination (`fresh`: skip the SDK's response cache)."""
-    tools: list[Any] = []
+    return await list_all(client, 'tools', fresh=fresh)
+
+
+_LISTS = {'tools': ('list_tools', 'tools'), 'prompts': ('list_prompts', 'prompts'),
+          'resources': ('list_resources', 'resources'),
+          'resource_templates': ('list_resource_templates', 'resource_templates')}
+
+
+async def list_all(client: Any, kind: str, *, fresh: bool = False) -> list[Any]:
+    """Every item of a list the server offers (`tools`, `prompts`, `resources`, `resource_templates`), following
+    pagination (`fresh`: skip the SDK's response cache)."""
+    method, field = _LISTS[kind]
+    items: list[Any] = []
     cursor: str | None = None
     options = {'cache_mode': 'bypass'} if fresh else {}
     for _ in range(1000):  # a server whose pagination never ends cannot hang the connect
-        page = await client.list_tools(cursor=cursor, **options)
-        tools.extend(page.tools)
+        page = await getattr(client, method)(cursor=cursor, **options)
+        items.extend(getattr(page, field))
         cursor = page.next_cursor
         if cursor is None:
             break
-    return tools
+    return items
 
 
 async def call_tool(client: Any, mcp_name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None,
-                    timeout: float | None, server: str, where: str) -> McpCallResult:  # noqa: ASYNC109
+                    timeout: float | None, server: str, where: str,  # noqa: ASYNC109
+                    progress: ProgressCallback | None = None) -> McpCallResult:
     """Call one tool of `server` (its label). Raises `CallFailed` (whose message starts with `where`) when no result
     came back. While tracing is on, the call's `execute_tool` span gets the MCP attributes, and the SDK sends the
     span's trace context to the server in the request's `_meta` (`traceparent`)."""
@@ -178,9 +193,10 @@ async def call_tool(client: Any, mcp_name: str, arguments: dict[str, Any], *, me
         _tracing.annotate({_tracing.TOOL_TYPE: 'extension', 'mcp.method.name': 'tools/call',
                            'toolweave.mcp.server': server, 'toolweave.mcp.tool': mcp_name})
     try:
-        result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout, meta=meta)
+        result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=timeout, meta=meta,
+                                        progress_callback=progress)
     except MCPError as exc:
-        if exc.code == REQUEST_TIMEOUT:
+        if exc.code == REQUEST_TIMEOUT and timeout is not None:  # the SDK's own read timeout
             raise CallFailed(f'{where} timed out after {timeout} s.', 'timeout') from None
         if exc.code == CONNECTION_CLOSED:
             raise CallFailed(f'{where} failed: the connection to the server is closed.', 'closed') from None
@@ -195,3 +211,16 @@ def error_message(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return error_message(exc.exceptions[0])
     return str(exc) or type(exc).__name__
+
+
+async def send_raw(client: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Send a request whose result the SDK would refuse to read: the raw result. The SDK 2.x client checks each
+    result against the core methods' shapes, and a task-augmented `tools/call` (2025-11-25 tasks, an extension
+    since 2026-07-28) answers with a `CreateTaskResult`, so such calls go straight to the session's dispatcher,
+    stamped (headers) as the session stamps its own requests. Raises `MCPError` as any request does."""
+    session = client.session
+    options: dict[str, Any] = {}
+    data: dict[str, Any] = {'method': method, 'params': params}
+    session._stamp(data, options)
+    result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data.get('params'), options)
+    return result

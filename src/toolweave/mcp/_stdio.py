@@ -7,7 +7,8 @@ Two daemon threads carry the bytes, one reading a duplicate of fd 0 and one writ
   would hold at shutdown: a fatal error);
 - a response costs one queue put, not two worker-thread round trips (write, flush) as in the SDK's transport.
 While serving, fd 0 reads the null device and fd 1 writes to stderr, so a stray `print` or a child process
-cannot corrupt the wire; both are restored at the end.
+cannot corrupt the wire; both are restored at the end. A line the SDK cannot read is answered by the reader itself
+(see `_wire`), and a line longer than `MAX_MESSAGE_BYTES` is not kept in memory: it is skipped and answered.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
+
+from toolweave.mcp._wire import MAX_MESSAGE_BYTES, misread, oversized, rejection
 
 __all__ = ('stdio_streams',)
 
@@ -43,8 +46,8 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](_BUFFER)
     lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
     token = anyio.lowlevel.current_token()
-    reader = threading.Thread(target=_read, args=(os.dup(wire_in), incoming_send, token), name='toolweave stdin',
-                              daemon=True)
+    reader = threading.Thread(target=_read, args=(os.dup(wire_in), incoming_send, token, lines),
+                              name='toolweave stdin', daemon=True)
     reader.start()
     writer = threading.Thread(target=_write, args=(wire_out, lines), name='toolweave stdout', daemon=True)
     writer.start()
@@ -81,31 +84,67 @@ def _write(fd: int, lines: queue.SimpleQueue[bytes | None]) -> None:
             return  # the client went away
 
 
-def _read(fd: int, send: MemoryObjectSendStream[Any], token: Any) -> None:
-    """Parse each line into a `SessionMessage` (or the parse error, which the server answers) for the loop."""
+def _parse(line: bytes, answers: queue.SimpleQueue[bytes | None]) -> Any:
+    """The JSON-RPC message a line holds, or `None` when it holds none (and its answer is queued)."""
     import mcp_types as types
+
+    answer = None
+    if len(line) > MAX_MESSAGE_BYTES:
+        answer = oversized(line[:65536], len(line))
+    else:
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError as exc:
+            answer = rejection(line, str(exc))
+        else:
+            answer = misread(line, message)
+            if answer is None:
+                return message
+    if answer is not None:
+        answers.put(answer.body + b'\n')
+    return None
+
+
+def _read(fd: int, send: MemoryObjectSendStream[Any], token: Any, answers: queue.SimpleQueue[bytes | None]) -> None:
+    """Parse each line into a `SessionMessage` for the loop; answer a line the SDK cannot read on the spot."""
     from mcp.shared.message import SessionMessage
 
     def deliver(line: bytes) -> None:
-        item: Any
-        try:
-            item = SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except ValueError as exc:
-            item = exc
+        message = _parse(line, answers)
+        if message is None:
+            return
+        item = SessionMessage(message)
         try:  # the cheap hand-off; a full buffer waits for the loop to catch up
             anyio.from_thread.run_sync(send.send_nowait, item, token=token)
         except anyio.WouldBlock:
             anyio.from_thread.run(send.send, item, token=token)
 
     try:
-        pending = b''
+        buffer = bytearray()
+        skipped: int | None = None  # bytes of a line too long to keep, while its end is read past
+        head = b''  # the start of that line (where its id is)
         while chunk := os.read(fd, 65536):
-            *complete, pending = (pending + chunk).split(b'\n')
-            for line in complete:
+            if skipped is not None:
+                end = chunk.find(b'\n')
+                if end < 0:
+                    skipped += len(chunk)
+                    continue
+                answer = oversized(head, skipped + end)
+                answers.put(answer.body + b'\n')
+                skipped, chunk = None, chunk[end + 1:]
+            buffer += chunk
+            start = 0
+            while (end := buffer.find(b'\n', start)) >= 0:
+                line = bytes(buffer[start:end])
+                start = end + 1
                 if line.strip():
                     deliver(line)
-        if pending.strip():
-            deliver(pending)
+            del buffer[:start]
+            if len(buffer) > MAX_MESSAGE_BYTES:
+                head, skipped = bytes(buffer[:65536]), len(buffer)
+                buffer.clear()
+        if buffer.strip():
+            deliver(bytes(buffer))
         anyio.from_thread.run_sync(send.close, token=token)
     except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass  # the event loop or the server is gone: the process is ending
