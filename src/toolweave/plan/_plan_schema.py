@@ -19,7 +19,8 @@ from typing import Any, Literal, TypeAlias
 
 from toolweave.tools import ToolDefinition
 
-__all__ = ('PlanSchema', 'SchemaTooLarge', 'compact_schema', 'drop_unset_nulls', 'string_schema', 'typed_schema')
+__all__ = ('CONSTRAINED_MAX_STEPS', 'SHAPE_OPERATORS', 'PlanSchema', 'SchemaTooLarge', 'compact_schema', 'constrained_schema',
+           'drop_unset_nulls', 'step_id', 'string_schema', 'typed_schema')
 
 PlanSchema: TypeAlias = Literal['compact', 'string', 'typed', 'auto']
 """Which input schema the plan tool offers (see the module)."""
@@ -267,3 +268,136 @@ def _allows_null(schema: Any, root: Mapping[str, Any]) -> bool:
     if isinstance(branches, list):
         return any(_allows_null(b, root) for b in branches)
     return kind is None and 'enum' not in schema and 'const' not in schema and 'properties' not in schema
+
+
+# --- constrained: for grammar-constrained decoding (llama.cpp, Ollama, vLLM) ---------------------------------------
+
+CONSTRAINED_MAX_STEPS = 6
+"""Steps a constrained plan may have: each position is its own grammar rule, so the schema grows with it."""
+_FIELD_PATH = '([.][A-Za-z_][A-Za-z0-9_]*|\\[[0-9]+\\])*'
+_LITERAL_TEXT = {'type': 'string', 'pattern': '^([^$"\\\\][^"\\\\]*)?$'}
+"""A literal string argument: not a reference (no leading `$`), and no quote or backslash."""
+SHAPE_OPERATORS = ('==', '!=', '<', '<=', '>', '>=', 'contains')
+
+
+def step_id(position: int) -> str:
+    """The id of the step at `position` (0-based) in a constrained plan: `s1`, `s2`, ..."""
+    return f's{position + 1}'
+
+
+def constrained_schema(definitions: Iterable[ToolDefinition], max_steps: int = CONSTRAINED_MAX_STEPS,
+                       ) -> dict[str, Any]:
+    """A plan schema that rules out what validation would reject, for a decoder that follows it exactly
+    (llama.cpp's `json_schema`/GBNF, Ollama's `format`, vLLM's structured outputs; not OpenAI strict mode, which
+    has no `prefixItems`).
+
+    Steps have positional ids (`s1`, `s2`, ... in order), so each position's schema can enumerate what it may
+    refer to: `"$ref:sK..."` only for earlier steps, `"$item"` only inside the arguments of a step with
+    `for_each`, tool names and argument shapes only from `definitions`. A plan is 1 to `max_steps` steps (one
+    fixed-length alternative per count). `for_each` and `when` are optional (a grammar that requires every key
+    makes a small model fill them on every step); a step either calls a tool, selects with JMESPath, or shapes an
+    earlier result with `keep` / `sort_by` / `first` / `where` (see `toolweave.plan._shape`).
+    """
+    tools = [d for d in definitions]
+    defs: dict[str, Any] = {}
+    for position in range(max_steps):
+        variants = _position_variants(position, tools)
+        defs[step_id(position)] = variants[0] if len(variants) == 1 else {'anyOf': variants}
+    lengths = [{'type': 'array', 'prefixItems': [{'$ref': f'#/$defs/{step_id(p)}'} for p in range(count)]}
+               for count in range(1, max_steps + 1)]
+    return {
+        'type': 'object',
+        'properties': {
+            'steps': {'anyOf': lengths},
+            'output_steps': {'type': 'array', 'items': {'enum': [step_id(p) for p in range(max_steps)]}},
+        },
+        'required': ['steps'],
+        'additionalProperties': False,
+        '$defs': defs,
+    }
+
+
+def _earlier(position: int) -> dict[str, Any]:
+    names = '|'.join(step_id(p) for p in range(position))
+    return {'type': 'string', 'pattern': f'^[$]ref:({names}){_FIELD_PATH}$'}
+
+
+def _position_variants(position: int, tools: list[ToolDefinition]) -> list[dict[str, Any]]:
+    sid = {'enum': [step_id(position)]}
+    if position == 0:
+        return [_tool_step(sid, tool, None, None) for tool in tools]
+    earlier = _earlier(position)
+    item = {'type': 'string', 'pattern': f'^[$](item{_FIELD_PATH}|index)$'}
+    when = {'type': 'object', 'properties': {'from': earlier, 'select': {'type': 'string'}},
+            'required': ['from', 'select'], 'additionalProperties': False}
+    variants = [_tool_step(sid, tool, earlier, when) for tool in tools]
+    variants += [_tool_step(sid, tool, {'anyOf': [earlier, item]}, when, for_each=earlier) for tool in tools]
+    variants.append({'type': 'object',
+                     'properties': {'id': sid, 'from': earlier, 'select': {'type': 'string'}},
+                     'required': ['id', 'from', 'select'], 'additionalProperties': False})
+    shape = {'id': sid, 'from': earlier, 'keep': {'type': 'array', 'items': {'type': 'string'}},
+             'where': {'type': 'object', 'properties': {'field': {'type': 'string'},
+                                                        'op': {'enum': list(SHAPE_OPERATORS)},
+                                                        'value': {'type': ['string', 'number', 'boolean']}},
+                       'required': ['field', 'op', 'value'], 'additionalProperties': False},
+             'sort_by': {'type': 'string'}, 'descending': {'type': 'boolean'}, 'first': {'type': 'integer'}}
+    variants.append({'type': 'object', 'properties': shape, 'required': ['id', 'from'],
+                     'additionalProperties': False})
+    return variants
+
+
+def _tool_step(sid: dict[str, Any], tool: ToolDefinition, refs: dict[str, Any] | None, when: dict[str, Any] | None,
+               *, for_each: dict[str, Any] | None = None) -> dict[str, Any]:
+    properties: dict[str, Any] = {'id': sid, 'tool': {'enum': [tool.name]}}
+    if for_each is not None:
+        properties['for_each'] = for_each
+    parameters = tool.parameters
+    properties['arguments'] = _value(parameters, refs, parameters, 0, top=True)
+    required = list(properties)
+    if when is not None:
+        properties['when'] = when
+    return {'type': 'object', 'properties': properties, 'required': required, 'additionalProperties': False}
+
+
+def _value(schema: Any, refs: dict[str, Any] | None, root: Mapping[str, Any], depth: int, *,
+           top: bool = False) -> dict[str, Any]:
+    """A value position of a tool's arguments: what the tool's schema allows, or (below the top) a reference."""
+    while isinstance(schema, Mapping) and isinstance(schema.get('$ref'), str) and depth < MAX_DEPTH:
+        target: Any = root
+        for part in schema['$ref'].removeprefix('#/').split('/'):
+            target = target.get(part, {}) if isinstance(target, Mapping) else {}
+        schema = {**target, **{k: v for k, v in schema.items() if k != '$ref'}}
+        depth += 1
+    literal = _literal(schema, refs, root, depth)
+    if top or refs is None:
+        return literal
+    return {'anyOf': [literal, refs]}
+
+
+def _literal(schema: Any, refs: dict[str, Any] | None, root: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    if not isinstance(schema, Mapping) or depth >= MAX_DEPTH:
+        return {}
+    kept = {k: v for k, v in schema.items() if k in ('enum', 'const', 'description')}
+    if 'enum' in kept or 'const' in kept:
+        return kept
+    branches = schema.get('anyOf', schema.get('oneOf'))
+    if isinstance(branches, list):
+        return {'anyOf': [_literal(b, refs, root, depth + 1) for b in branches]}
+    kind = schema.get('type')
+    if isinstance(kind, list):
+        return {'anyOf': [_literal({**schema, 'type': t}, refs, root, depth + 1) for t in kind]}
+    if kind == 'object' or 'properties' in schema:
+        properties = schema.get('properties') or {}
+        if not properties:
+            return {'type': 'object'}
+        required = [name for name in properties if name in set(schema.get('required') or ())]
+        return {'type': 'object',
+                'properties': {name: _value(sub, refs, root, depth + 1) for name, sub in properties.items()},
+                'required': required, 'additionalProperties': False}
+    if kind == 'array':
+        return {'type': 'array', 'items': _value(schema.get('items', {}), refs, root, depth + 1)}
+    if kind == 'string':
+        return dict(_LITERAL_TEXT)
+    if kind in ('integer', 'number', 'boolean', 'null'):
+        return {'type': kind}
+    return {}
