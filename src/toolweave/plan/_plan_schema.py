@@ -10,6 +10,9 @@
   `oneOf`/`allOf`/`not`/`if`; Anthropic's strict tool use: no recursive schemas, no numeric or length bounds), so
   strict mode or a local server's grammar-constrained decoding can only produce plans that parse and match the
   tools. A toolset whose schemas do not fit raises `SchemaTooLarge`, which `auto` turns into the compact schema.
+- `constrained`: for grammar-constrained decoding (llama.cpp, Ollama, vLLM): positional step ids, so references
+  can only name earlier steps, `$item` only inside a `for_each` step, tools and argument shapes from the toolset,
+  `for_each` and `when` optional (see `constrained_schema`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from typing import Any, Literal, TypeAlias
 
 from toolweave.tools import ToolDefinition
 
-__all__ = ('CONSTRAINED_MAX_STEPS', 'SHAPE_OPERATORS', 'PlanSchema', 'SchemaTooLarge', 'compact_schema', 'constrained_schema',
-           'drop_unset_nulls', 'step_id', 'string_schema', 'typed_schema')
+__all__ = ('CONSTRAINED_MAX_STEPS', 'SHAPE_OPERATORS', 'PlanSchema', 'SchemaTooLarge', 'compact_schema',
+           'constrained_schema', 'drop_unset_nulls', 'step_id', 'string_schema', 'typed_schema')
 
-PlanSchema: TypeAlias = Literal['compact', 'string', 'typed', 'auto']
+PlanSchema: TypeAlias = Literal['compact', 'string', 'typed', 'auto', 'constrained']
 """Which input schema the plan tool offers (see the module)."""
 
 MAX_PROPERTIES = 5_000
@@ -303,8 +306,9 @@ def constrained_schema(definitions: Iterable[ToolDefinition], max_steps: int = C
     for position in range(max_steps):
         variants = _position_variants(position, tools)
         defs[step_id(position)] = variants[0] if len(variants) == 1 else {'anyOf': variants}
-    lengths = [{'type': 'array', 'prefixItems': [{'$ref': f'#/$defs/{step_id(p)}'} for p in range(count)]}
-               for count in range(1, max_steps + 1)]
+    # One fixed-length alternative per count (a grammar's tuple); the bounds say the same to a JSON Schema validator.
+    lengths = [{'type': 'array', 'prefixItems': [{'$ref': f'#/$defs/{step_id(p)}'} for p in range(count)],
+                'minItems': count, 'maxItems': count} for count in range(1, max_steps + 1)]
     return {
         'type': 'object',
         'properties': {
