@@ -37,6 +37,7 @@ from typing import Any
 
 import anyio
 import httpx
+from typing_extensions import TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,14 +64,31 @@ PLAN_TOOL = 'execute_tool_plan'
 
 WEATHER = {'paris': (18, 'cloudy'), 'tokyo': (24, 'sunny'), 'lima': (21, 'foggy'), 'oslo': (9, 'rainy')}
 RATES = {('USD', 'EUR'): 0.92, ('EUR', 'USD'): 1.087, ('USD', 'JPY'): 151.0, ('EUR', 'JPY'): 164.0}
-CATALOG = {'laptop': [{'id': 'L1', 'name': 'Aero 14', 'price_usd': 1299}, {'id': 'L2', 'name': 'Nimbus 13',
-                                                                            'price_usd': 799},
-                      {'id': 'L3', 'name': 'Volt 15', 'price_usd': 1049}]}
+CATALOG: dict[str, list[Product]] = {'laptop': [
+    {'id': 'L1', 'name': 'Aero 14', 'price_usd': 1299}, {'id': 'L2', 'name': 'Nimbus 13', 'price_usd': 799},
+    {'id': 'L3', 'name': 'Volt 15', 'price_usd': 1049}]}
 STOCK = {'L1': 12, 'L2': 4, 'L3': 0}
 
 
+class Weather(TypedDict):
+    city: str
+    temp_c: float
+    sky: str
+
+
+class Product(TypedDict):
+    id: str
+    name: str
+    price_usd: float
+
+
+class Stock(TypedDict):
+    product_id: str
+    units: int
+
+
 @tool
-def get_weather(city: str) -> dict[str, Any]:
+def get_weather(city: str) -> Weather:
     """Current weather for a city: temperature in Celsius and the sky."""
     key = city.strip().lower()
     if key not in WEATHER:
@@ -97,14 +115,14 @@ def convert_currency(amount: float, from_currency: str, to_currency: str) -> flo
 
 
 @tool
-def search_products(query: str) -> list[dict[str, Any]]:
+def search_products(query: str) -> list[Product]:
     """Search the product catalog; each result has id, name and price_usd."""
     words = query.lower().split()
     return [item for key, items in CATALOG.items() if any(key in word for word in words) for item in items]
 
 
 @tool
-def get_stock(product_id: str) -> dict[str, Any]:
+def get_stock(product_id: str) -> Stock:
     """How many units of a product (by id) are in stock."""
     if product_id not in STOCK:
         raise ValueError(f'Unknown product id {product_id!r}: use an id from search_products.')
@@ -238,6 +256,8 @@ class ForcedRow:
     input_tokens: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list[str])
+    plans: list[str] = field(default_factory=list[str])
+    """Every plan the model wrote, as it wrote it."""
 
 
 async def measure_forced(model: OpenAIChatModel, settings: ModelSettings, repeat: int,
@@ -280,6 +300,7 @@ async def _forced(model: OpenAIChatModel, settings: ModelSettings, toolset: Tool
         row.input_tokens += response.usage.input_tokens
         plan = next((c.arguments for c in response.tool_calls if c.name == PLAN_TOOL), None) \
             if schema != 'constrained' else response.text
+        row.plans.append(plan or '')
         problems = validate_plan(plan or '', toolset) if plan else ['no plan in the reply']
         if not problems:
             row.valid += attempt == 1

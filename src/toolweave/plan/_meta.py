@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolweave.approval import ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
+from toolweave.plan._contracts import output_schema
 from toolweave.plan._model import Dialect, EventHandler, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import EMPTY_PLAN, parse_lenient
@@ -29,7 +30,6 @@ from toolweave.plan._plan_schema import (
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, PlanRun
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._contracts import output_schema
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, as_toolset, validate_plan
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
@@ -152,7 +152,8 @@ def _example(tools: list[Tool | ToolDefinition]) -> str | None:
         arguments = _sample_arguments(second) or {}
         name = next(iter(arguments), None)
         if name is not None:
-            output = _output_fields(tools[definitions.index(usable[0])])
+            wanted = (second.parameters.get('properties') or {}).get(name, {}).get('type')
+            output = _output_fields(tools[definitions.index(usable[0])], wanted)
             for field in output:
                 candidates.append([first, {'id': 'b', 'tool': second.name, 'for_each': '$ref:a',
                                            'arguments': {**arguments, name: f'$item.{field}'}}])
@@ -169,8 +170,9 @@ def _example(tools: list[Tool | ToolDefinition]) -> str | None:
     return None
 
 
-def _output_fields(tool: Tool | ToolDefinition) -> list[str]:
-    """The property names of a tool's declared output (of its items, for a list), first the id-like ones."""
+def _output_fields(tool: Tool | ToolDefinition, wanted: object) -> list[str]:
+    """The property names of a tool's declared output (of its items, for a list): first those of the `wanted`
+    JSON type, then the id-like ones."""
     schema = output_schema(tool) if isinstance(tool, Tool) else None
     if not isinstance(schema, Mapping):
         return []
@@ -180,8 +182,17 @@ def _output_fields(tool: Tool | ToolDefinition) -> list[str]:
     if isinstance(schema.get('$ref'), str):  # pydantic puts a TypedDict or model under $defs
         schema = root.get('$defs', {}).get(schema['$ref'].rsplit('/', 1)[-1], {})
     properties = schema.get('properties') if isinstance(schema, Mapping) else None
-    names = list(properties) if isinstance(properties, Mapping) else []
-    return sorted(names, key=lambda name: (not name.endswith('id'), names.index(name)))
+    if not isinstance(properties, Mapping):
+        return []
+    names = list(properties)
+
+    def kind(name: str) -> object:
+        field = properties[name]
+        kind = field.get('type') if isinstance(field, Mapping) else None
+        return 'number' if kind == 'integer' else kind
+
+    wanted = 'number' if wanted == 'integer' else wanted
+    return sorted(names, key=lambda name: (kind(name) != wanted, not name.endswith('id'), names.index(name)))
 
 
 def _sample_arguments(tool: ToolDefinition) -> dict[str, Any] | None:

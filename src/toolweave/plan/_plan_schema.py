@@ -275,11 +275,15 @@ def _allows_null(schema: Any, root: Mapping[str, Any]) -> bool:
 
 # --- constrained: for grammar-constrained decoding (llama.cpp, Ollama, vLLM) ---------------------------------------
 
-CONSTRAINED_MAX_STEPS = 6
-"""Steps a constrained plan may have: each position is its own grammar rule, so the schema grows with it."""
-_FIELD_PATH = '([.][A-Za-z_][A-Za-z0-9_]*|\\[[0-9]+\\])*'
-_LITERAL_TEXT = {'type': 'string', 'pattern': '^([^$"\\\\][^"\\\\]*)?$'}
-"""A literal string argument: not a reference (no leading `$`), and no quote or backslash."""
+CONSTRAINED_MAX_STEPS = 4
+"""Steps a constrained plan may have: each position is its own grammar rule, so the schema grows with it, and a
+small model tends to use every step it is allowed (Gemma 3 270M wrote six of six, then repeated output_steps)."""
+_FIELD_PATH = '([.][A-Za-z_][A-Za-z0-9_]{0,39}|\\[[0-9]{1,4}\\]){0,4}'
+_LITERAL_TEXT = {'type': 'string', 'pattern': '^([^$"\\\\][^"\\\\]{0,199})?$'}
+"""A literal string argument: not a reference (no leading `$`), no quote or backslash, at most 200 characters
+(a grammar bounds nothing else: a small model under one can fill a string until `max_tokens` cuts it)."""
+_NAME = {'type': 'string', 'pattern': '^[A-Za-z_][A-Za-z0-9_ .-]{0,39}$'}
+_EXPRESSION = {'type': 'string', 'pattern': '^[^"\\\\]{1,200}$'}
 SHAPE_OPERATORS = ('==', '!=', '<', '<=', '>', '>=', 'contains')
 
 
@@ -313,7 +317,8 @@ def constrained_schema(definitions: Iterable[ToolDefinition], max_steps: int = C
         'type': 'object',
         'properties': {
             'steps': {'anyOf': lengths},
-            'output_steps': {'type': 'array', 'items': {'enum': [step_id(p) for p in range(max_steps)]}},
+            'output_steps': {'type': 'array', 'items': {'enum': [step_id(p) for p in range(max_steps)]},
+                             'minItems': 1, 'maxItems': max_steps},
         },
         'required': ['steps'],
         'additionalProperties': False,
@@ -332,19 +337,19 @@ def _position_variants(position: int, tools: list[ToolDefinition]) -> list[dict[
         return [_tool_step(sid, tool, None, None) for tool in tools]
     earlier = _earlier(position)
     item = {'type': 'string', 'pattern': f'^[$](item{_FIELD_PATH}|index)$'}
-    when = {'type': 'object', 'properties': {'from': earlier, 'select': {'type': 'string'}},
+    when = {'type': 'object', 'properties': {'from': earlier, 'select': _EXPRESSION},
             'required': ['from', 'select'], 'additionalProperties': False}
     variants = [_tool_step(sid, tool, earlier, when) for tool in tools]
     variants += [_tool_step(sid, tool, {'anyOf': [earlier, item]}, when, for_each=earlier) for tool in tools]
     variants.append({'type': 'object',
-                     'properties': {'id': sid, 'from': earlier, 'select': {'type': 'string'}},
+                     'properties': {'id': sid, 'from': earlier, 'select': _EXPRESSION},
                      'required': ['id', 'from', 'select'], 'additionalProperties': False})
-    shape = {'id': sid, 'from': earlier, 'keep': {'type': 'array', 'items': {'type': 'string'}},
-             'where': {'type': 'object', 'properties': {'field': {'type': 'string'},
+    shape = {'id': sid, 'from': earlier, 'keep': {'type': 'array', 'items': _NAME, 'minItems': 1, 'maxItems': 8},
+             'where': {'type': 'object', 'properties': {'field': _NAME,
                                                         'op': {'enum': list(SHAPE_OPERATORS)},
                                                         'value': {'type': ['string', 'number', 'boolean']}},
                        'required': ['field', 'op', 'value'], 'additionalProperties': False},
-             'sort_by': {'type': 'string'}, 'descending': {'type': 'boolean'}, 'first': {'type': 'integer'}}
+             'sort_by': _NAME, 'descending': {'type': 'boolean'}, 'first': {'type': 'integer', 'minimum': 0}}
     variants.append({'type': 'object', 'properties': shape, 'required': ['id', 'from'],
                      'additionalProperties': False})
     return variants
