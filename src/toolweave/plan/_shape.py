@@ -84,6 +84,6 @@ def _where(where: object, label: str, problems: list[str]) -> str:
         problems.append(f'{label}: "where.value" must be a string, number or true/false, got {value!r}.')
         return '@'
     literal = '`' + json.dumps(value).replace('`', '\\`') + '`'
-    if op == 'contains':
-        return f'[?contains({field}, {literal})]'
+    if op == 'contains':  # an item without the field (null) counts as not containing it, rather than failing
+        return f'[?contains({field} || `""`, {literal})]'
     return f'[?{field} {op} {literal}]'
