@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolweave import Agent, tool
+from toolweave import Agent, UserError, tool
 from toolweave.agent import TextDelta, ToolCallDelta
 from toolweave.models import ModelSettings, OpenAIChatModel, RetryPolicy, ToolCallChunk, UserMessage
 
@@ -207,3 +207,57 @@ async def test_response_format_reaches_the_server_as_a_json_schema(strict: Start
     await connect(server).respond([UserMessage('q')], [], ModelSettings(response_format=schema))
     assert server.requests[0]['response_format'] == {'type': 'json_schema', 'json_schema': {
         'name': 'reply', 'schema': schema, 'strict': False}}
+
+
+@pytest.mark.parametrize('text', [
+    '{"name": "get_weather", "arguments": {"city": "' + 'x' * 100_001 + '"}}',  # over MAX_TEXT_CALL_CHARS
+    '{"name": "get_weather", "arguments": ' + '[' * 50_000 + ']' * 50_000 + '}',  # deeper than json can go
+    '[' * 5_000,
+    '<tool_call>' * 3,
+    '[TOOL_CALLS]get_weather[ARGS]',
+    '<|python_tag|>;;;',
+    '```\n```',
+])
+async def test_hostile_text_stays_text_and_costs_little(strict: Start, connect: Callable[..., OpenAIChatModel],
+                                                        text: str) -> None:
+    server = strict([text])
+    response = await connect(server).respond([UserMessage('q')], DEFINITIONS)
+    assert (response.text, response.tool_calls) == (text, ())
+
+
+@pytest.mark.parametrize(('settings', 'message'), [
+    ({'text_tool_calls': 'yes'}, 'ModelSettings.text_tool_calls must be a bool or None'),
+    ({'response_format': 'json'}, 'ModelSettings.response_format must be a JSON schema (a mapping) or None'),
+])
+def test_settings_are_checked(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError, match=message.replace('(', r'\(').replace(')', r'\)')):
+        ModelSettings(**settings)
+
+
+def test_retry_timeouts_is_checked() -> None:
+    with pytest.raises(UserError, match='RetryPolicy.retry_timeouts must be True, False or None'):
+        RetryPolicy(retry_timeouts='sometimes')  # type: ignore[arg-type]
+
+
+async def test_anthropic_refuses_response_format() -> None:
+    from toolweave.models import AnthropicModel
+
+    model = AnthropicModel('claude-x', api_key='k')
+    with pytest.raises(UserError, match='AnthropicModel got ModelSettings.response_format'):
+        model.build_request([UserMessage('q')], [], ModelSettings(response_format={'type': 'object'}))
+
+
+async def test_a_streamed_reply_that_ignored_a_named_choice_makes_the_next_request_work(
+        strict: Start, connect: Callable[..., OpenAIChatModel], caplog: pytest.LogCaptureFixture) -> None:
+    server = strict(['Sunny, I think.', {'tool': 'get_weather', 'arguments': {'city': 'Oslo'}}])
+    model = connect(server)
+    forced = ModelSettings(tool_choice='get_weather')
+    with caplog.at_level(logging.WARNING, logger='toolweave.models'):
+        async with model.stream([UserMessage('q')], DEFINITIONS, forced) as reply:
+            [chunk async for chunk in reply]
+    assert reply.response.text == 'Sunny, I think.'  # its chunks were out: not sent again
+    assert "ignored tool_choice='get_weather'" in caplog.text and len(server.requests) == 1
+    async with model.stream([UserMessage('q')], DEFINITIONS, forced) as reply:
+        [chunk async for chunk in reply]
+    assert server.requests[1]['tool_choice'] == 'required'
+    assert [c.name for c in reply.response.tool_calls] == ['get_weather']
