@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from typing_extensions import TypedDict
 
-from toolweave import Agent, Toolset, UserError, tool, validate_plan
+from toolweave import Agent, Tool, Toolset, UserError, tool, validate_plan
 from toolweave.models import OpenAIChatModel, RetryPolicy
 from toolweave.plan import planning_instructions
 from toolweave.plan._meta import plan_first_instructions
@@ -46,7 +46,7 @@ def convert_currency(amount: float, from_currency: str, to_currency: str) -> flo
     return round(amount * 0.92, 2)
 
 
-TOOLS = [search_products, get_stock, convert_currency]
+TOOLS: list[Tool] = [search_products, get_stock, convert_currency]
 DEFINITIONS = [t.definition for t in TOOLS]
 GOOD_PLAN = {'steps': [{'id': 's1', 'tool': 'search_products', 'arguments': {'query': 'laptop'}},
                        {'id': 's2', 'tool': 'get_stock', 'for_each': '$ref:s1',

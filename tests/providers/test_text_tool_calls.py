@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolweave import Agent, UserError, tool
+from toolweave import Agent, Tool, UserError, tool
 from toolweave.agent import TextDelta, ToolCallDelta
 from toolweave.models import ModelSettings, OpenAIChatModel, RetryPolicy, ToolCallChunk, UserMessage
 
@@ -48,7 +48,7 @@ def search_products(query: str) -> list[dict[str, Any]]:
     return [{'id': 'L1', 'name': 'Aero 14'}]
 
 
-TOOLS = [get_weather, to_fahrenheit, search_products]
+TOOLS: list[Tool] = [get_weather, to_fahrenheit, search_products]
 DEFINITIONS = [t.definition for t in TOOLS]
 
 Start = Callable[..., StrictServer]
