@@ -134,7 +134,8 @@ class Agent:
             what started early. Needs `tool_planning=True`; not with `plan_store` or whole-plan review.
         plan_first: Make the first reply one plan, then the answer: the first model call must call
             `execute_tool_plan` (with one more try after an invalid plan's problems went back), and once a plan
-            ran, the next call offers no tools, so the model answers from the results. Two ways: `'tool_choice'`
+            ran, the next call lets the model only answer from the results (no tools sent; with `'tool_choice'`,
+            sent with `tool_choice='none'`). Two ways: `'tool_choice'`
             forces the plan tool by name; `'response_format'` offers no tools but asks for the plan as JSON
             under the constrained plan schema (positional step ids; a local server compiles it to a grammar, so
             the plan can only name real tools, earlier steps and fitting arguments) and lists the tools in the

@@ -221,7 +221,10 @@ class PlanFirst:
         if phase == 'tools':
             return definitions, settings
         if phase == 'answer':
-            return [], settings
+            if self.schema is not None:  # a local server: no tool definitions in the prompt at all
+                return [], settings
+            # Hosted APIs want the tools of the calls in the history defined (Anthropic does): offer, forbid.
+            return definitions, merge_settings(settings, ModelSettings(tool_choice='none'))
         self.attempts += 1
         self._planning = True
         if self.schema is not None:
