@@ -43,8 +43,12 @@ def could_be_text_call(text: str) -> bool:
     head = text.lstrip()
     if not head:
         return True
-    if head.startswith(_OPENERS):
-        return True
+    if head[0] == '{':  # a JSON object: its first key follows
+        rest = head[1:].lstrip()
+        return not rest or rest[0] == '"'
+    if head[0] == '[' and not head.startswith('[TOOL_CALLS]'[:len(head)]):  # a list of call objects
+        rest = head[1:].lstrip()
+        return not rest or could_be_text_call(rest)
     return any(head.startswith(marker) or marker.startswith(head) for marker in _MARKERS)
 
 
