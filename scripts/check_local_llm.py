@@ -42,7 +42,7 @@ from typing_extensions import TypedDict
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from local_llm import DEFAULT_THREADS, LLM_DIR, MODELS, SERVER, SERVER_FLAGS, model_path, serve
-from toolweave import Agent, PlanTool, Toolset, tool, validate_plan
+from toolweave import Agent, PlanTool, Tool, Toolset, tool, validate_plan
 from toolweave.agent import AgentProcess
 from toolweave.models import (
     AssistantMessage,
@@ -129,7 +129,7 @@ def get_stock(product_id: str) -> Stock:
     return {'product_id': product_id, 'units': STOCK[product_id]}
 
 
-TOOLS = [get_weather, to_fahrenheit, convert_currency, search_products, get_stock]
+TOOLS: list[Tool] = [get_weather, to_fahrenheit, convert_currency, search_products, get_stock]
 
 
 # --- the tasks and their truths ------------------------------------------------------------------------------------
@@ -280,7 +280,7 @@ async def _forced(model: OpenAIChatModel, settings: ModelSettings, toolset: Tool
     if schema == 'constrained':
         system = f'{INSTRUCTIONS}\n\n{plan_first_instructions(definitions)}'
         offered: list[Any] = []
-        forced = replace(settings, response_format=constrained_schema(definitions), text_tool_calls=False)
+        forced = replace(settings, response_format=constrained_schema(TOOLS), text_tool_calls=False)
     else:
         system = f'{INSTRUCTIONS}\n\n{planning_instructions(tools=definitions)}'
         offered = [*definitions, PlanTool(toolset).definition]

@@ -34,10 +34,15 @@ def search_products(query: str) -> list[Product]:
     return [{'id': 'L1', 'name': 'Aero 14', 'price_usd': 1299}, {'id': 'L2', 'name': 'Nimbus 13', 'price_usd': 799}]
 
 
+class Stock(TypedDict):
+    product_id: str
+    units: int
+
+
 @tool
-def get_stock(product_id: str) -> dict[str, Any]:
+def get_stock(product_id: str) -> Stock:
     """Units in stock of a product."""
-    return {'product_id': product_id, 'units': {'L1': 12, 'L2': 0}[product_id]}
+    return Stock(product_id=product_id, units={'L1': 12, 'L2': 0}[product_id])
 
 
 @tool
@@ -82,8 +87,8 @@ async def connect() -> AsyncIterator[Callable[[StrictServer], OpenAIChatModel]]:
 
 # --- the constrained schema rules out what validation would reject ------------------------------------------------
 
-def _schema_errors(plan: Any) -> list[str]:
-    validator = jsonschema.Draft202012Validator(constrained_schema(DEFINITIONS))
+def _schema_errors(plan: Any, tools: list[Any] | None = None) -> list[str]:
+    validator = jsonschema.Draft202012Validator(constrained_schema(tools or DEFINITIONS))
     return [error.message for error in validator.iter_errors(plan)]
 
 
@@ -109,11 +114,40 @@ def test_what_validation_rejects_the_schema_rejects(name: str, step: dict[str, A
     assert _schema_errors(plan) != [], name
 
 
+def test_output_steps_name_only_the_plans_own_steps() -> None:
+    plan = {'steps': [{'id': 's1', 'tool': 'search_products', 'arguments': {'query': 'laptop'}}],
+            'output_steps': ['s2']}
+    assert validate_plan(plan, Toolset(TOOLS)) != [] and _schema_errors(plan) != []
+    assert _schema_errors({**plan, 'output_steps': ['s1']}) == []
+
+
+@pytest.mark.parametrize(('name', 'step', 'fits'), [
+    ('a field of the items, per item', {'id': 's2', 'tool': 'get_stock', 'for_each': '$ref:s1',
+                                        'arguments': {'product_id': '$item.id'}}, True),
+    ('a field no output has', {'id': 's2', 'tool': 'get_stock', 'for_each': '$ref:s1',
+                               'arguments': {'product_id': '$item.sku'}}, False),
+    ('a whole list where a string is wanted', {'id': 's2', 'tool': 'get_stock',
+                                               'arguments': {'product_id': '$ref:s1'}}, False),
+    ('a number field where a number is wanted', {'id': 's2', 'tool': 'convert_currency', 'arguments': {
+        'amount': '$ref:s1[0].price_usd', 'from_currency': 'USD', 'to_currency': 'EUR'}}, True),
+    ('a string field where a number is wanted', {'id': 's2', 'tool': 'convert_currency', 'arguments': {
+        'amount': '$ref:s1[0].name', 'from_currency': 'USD', 'to_currency': 'EUR'}}, False),
+    ('for_each over a number', {'id': 's2', 'tool': 'get_stock', 'for_each': '$ref:s1[0].price_usd',
+                                'arguments': {'product_id': '$item'}}, False),
+])
+def test_with_declared_outputs_references_name_real_fields_of_the_right_type(name: str, step: dict[str, Any],
+                                                                              fits: bool) -> None:
+    plan = {'steps': [{'id': 's1', 'tool': 'search_products', 'arguments': {'query': 'laptop'}}, step]}
+    assert (_schema_errors(plan, TOOLS) == []) is fits, name
+    if fits:
+        assert validate_plan(plan, Toolset(TOOLS)) == [], name
+
+
 def test_for_each_and_when_are_optional_and_plans_are_bounded() -> None:
     schema = constrained_schema(DEFINITIONS, max_steps=3)
     first = schema['$defs']['s1']['anyOf'][0]
     assert first['required'] == ['id', 'tool', 'arguments'] and 'for_each' not in first['properties']
-    assert len(schema['properties']['steps']['anyOf']) == 3
+    assert len(schema['anyOf']) == 3
     too_long = {'steps': [{'id': f's{n}', 'tool': 'search_products', 'arguments': {'query': 'x'}}
                           for n in range(1, 5)]}
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(too_long))
@@ -163,8 +197,7 @@ async def test_plan_first_with_a_grammar_sends_the_schema_then_asks_for_the_answ
     assert result.usage.llm_calls == 2 and len(result.plan_runs) == 1
     assert [s.status for s in result.plan_runs[0].steps] == ['succeeded'] * 3
     first, second = server.requests
-    assert 'tools' not in first and first['response_format']['json_schema']['schema'] == constrained_schema(
-        DEFINITIONS)
+    assert 'tools' not in first and first['response_format']['json_schema']['schema'] == constrained_schema(TOOLS)
     assert '- get_stock(product_id: string)' in first['messages'][0]['content']
     assert 'tools' not in second and 'response_format' not in second
     assert second['messages'][-1]['role'] == 'tool' and 'Nimbus 13' in second['messages'][-1]['content']

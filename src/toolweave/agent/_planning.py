@@ -201,8 +201,7 @@ class PlanFirst:
         self.process = process
         self.mode = mode
         self.plan_definition = plan_definition or tool.definition
-        self.schema = constrained_schema([t.definition for t in tool.toolset_tools()]) \
-            if mode == 'response_format' else None
+        self.schema = constrained_schema(tool.toolset_tools()) if mode == 'response_format' else None
         self.attempts = 0
         self._planning = False
         """Whether the reply being asked for is to be a plan."""

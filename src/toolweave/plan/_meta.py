@@ -292,7 +292,8 @@ class PlanTool(Tool):
         definitions = [t.definition for t in self.tools
                        if t.name not in PLAN_TOOL_NAMES and not isinstance(t, PlanTool)]
         if plan_schema == 'constrained':
-            return constrained_schema(definitions), False
+            return constrained_schema([t for t in self.tools
+                                       if t.name not in PLAN_TOOL_NAMES and not isinstance(t, PlanTool)]), False
         try:
             schema = typed_schema(definitions)
         except SchemaTooLarge as exc:
