@@ -10,9 +10,11 @@ are over.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
@@ -22,12 +24,10 @@ from toolweave.agent._events import PlanItemFinished, PlanStepFinished, PlanStep
 from toolweave.agent._process import AgentProcess, current_process
 from toolweave.exceptions import ModelError
 from toolweave.models import ModelResponse, ModelSettings, ResponseChunk, ToolCall, ToolCallChunk
-from toolweave.models._shared import merge_settings
-from toolweave.models._stream import new_call_id
 from toolweave.plan import PlanEvent, PlanRun, PlanTool
 from toolweave.plan._plan_schema import constrained_schema
 from toolweave.plan._stream import PlanStream
-from toolweave.tools import DelegatingTool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
+from toolweave.tools import DelegatingTool, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -65,7 +65,7 @@ class AgentPlanTool(DelegatingTool):
         self.toolset = toolset
         super().__init__(PlanTool(toolset, on_event=forward_plan_event, **self.options))
 
-    def toolset_tools(self) -> list[Any]:
+    def toolset_tools(self) -> list[Tool]:
         """The tools a plan may call (not the plan tool itself)."""
         return [tool for tool in self.toolset.tools if tool is not self]
 
@@ -192,15 +192,12 @@ after the problems of an invalid one went back."""
 
 class PlanFirst:
     """One plan-first run: the first replies must be one plan (at most `PLAN_FIRST_ATTEMPTS`, until one is valid),
-    then the model answers from the results with no tools offered. If no plan was valid, the run goes on tool by
-    tool."""
+    then the model may only answer from the results. If no plan was valid, the run goes on tool by tool."""
 
-    def __init__(self, tool: AgentPlanTool, process: AgentProcess, mode: PlanFirstMode,
-                 plan_definition: ToolDefinition | None = None) -> None:
+    def __init__(self, tool: AgentPlanTool, process: AgentProcess, mode: PlanFirstMode) -> None:
         self.tool = tool
         self.process = process
         self.mode = mode
-        self.plan_definition = plan_definition or tool.definition
         self.schema = constrained_schema(tool.toolset_tools()) if mode == 'response_format' else None
         self.attempts = 0
         self._planning = False
@@ -223,17 +220,17 @@ class PlanFirst:
             if self.schema is not None:  # a local server: no tool definitions in the prompt at all
                 return [], settings
             # Hosted APIs want the tools of the calls in the history defined (Anthropic does): offer, forbid.
-            return definitions, merge_settings(settings, ModelSettings(tool_choice='none'))
+            return definitions, replace(settings or ModelSettings(), tool_choice='none')
         self.attempts += 1
         self._planning = True
         if self.schema is not None:
-            return [], merge_settings(settings, ModelSettings(response_format=self.schema, text_tool_calls=False))
-        forced = [d for d in definitions if d.name != self.tool.name] + [self.plan_definition]
-        return forced, merge_settings(settings, ModelSettings(tool_choice=self.tool.name))
+            return [], replace(settings or ModelSettings(), response_format=self.schema, text_tool_calls=False)
+        forced = [d for d in definitions if d.name != self.tool.name] + [self.tool.definition]
+        return forced, replace(settings or ModelSettings(), tool_choice=self.tool.name)
 
     def reply(self, response: ModelResponse) -> ModelResponse:
         """The reply as the loop handles it: a plan written as JSON text becomes a call of the plan tool."""
         if not self._planning or self.schema is None or response.tool_calls or not (response.text or '').strip():
             return response
-        call = ToolCall(new_call_id(), self.tool.name, response.text or '')
+        call = ToolCall(f'call_{uuid.uuid4().hex[:24]}', self.tool.name, response.text or '')
         return ModelResponse(None, (call,), response.usage, response.model_name, response.truncated)
