@@ -110,7 +110,7 @@ def build_server() -> Path:
     jobs = str(os.cpu_count() or 2)
     _run(['cmake', '-S', source, '-B', build, '-DCMAKE_BUILD_TYPE=Release', '-DBUILD_SHARED_LIBS=OFF',
           '-DLLAMA_BUILD_TESTS=OFF', '-DLLAMA_BUILD_EXAMPLES=OFF', '-DLLAMA_BUILD_SERVER=ON', '-DLLAMA_OPENSSL=OFF',
-          '-DLLAMA_CURL=OFF', '-DLLAMA_BUILD_HTML=OFF'])
+          '-DLLAMA_CURL=OFF'])
     _run(['cmake', '--build', build, '--target', 'llama-server', '-j', jobs])
     return SERVER
 
