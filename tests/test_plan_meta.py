@@ -60,11 +60,12 @@ def test_instructions_teach_the_language_and_the_description_stays_short() -> No
     description = PlanTool(Toolset([echo_tool()])).definition.description
     assert text.startswith('# Tool Planning\n')
     for needle in ('"output_steps"', '"$ref:ID"', '"$ref:ID.items[0].name"', '{{$ref:', 'parallel', '"from"',
-                   '"select"', 'JMESPath', '"for_each"', '"$item"', '"$item.field"', '"$index"', '"when"', 'Example:'):
+                   '"select"', 'JMESPath', '"for_each"', '"$item"', '"$item.field"', '"$index"', '"when"', 'Example:',
+                   '"where"', '"sort_by"', '"first"', '"keep"'):
         assert needle in text
     for needle in ('"id", "tool", "arguments"', '"$ref:ID"', 'select', 'for_each', 'when', 'Tool Planning'):
         assert needle in description
-    assert len(text) / 4 < 240 and len(description) / 4 < 65
+    assert len(text) / 4 < 260 and len(description) / 4 < 65
     assert PlanTool([echo_tool()], name='plan_it').instructions().count('`plan_it`') == 1
 
 

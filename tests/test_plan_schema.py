@@ -133,7 +133,7 @@ def test_a_toolset_past_the_property_limit_falls_back() -> None:
 def test_an_unknown_schema_name_is_a_user_error() -> None:
     from toolweave import UserError
 
-    with pytest.raises(UserError, match="plan_schema must be 'compact', 'typed', 'auto' or 'string'"):
+    with pytest.raises(UserError, match="plan_schema must be 'compact', 'typed', 'auto', 'constrained' or 'string'"):
         PlanTool(Toolset([get_weather]), plan_schema='fancy')  # type: ignore[arg-type]
 
 

@@ -117,6 +117,10 @@ class StrictServer:
     streams_auto_tool_calls: bool = True
     refusal: Literal['empty', 'error'] = 'empty'
     """How a tool call that cannot be streamed is refused: an empty stream, or an error before the stream."""
+    flavour: Literal['llama-cpp-python', 'llama-server'] = 'llama-cpp-python'
+    """Whose `tool_choice` semantics to follow. `llama-server` (llama.cpp's own, with `--jinja`): a named choice is
+    ignored (its `json_value` falls back to `"auto"` with a log line), `'required'` forces a call, `'auto'` lets the
+    script decide, streaming any of them works, and `response_format` is accepted."""
     chunk_delay: float = 0.0
     """Seconds between two stream events."""
     cut_at: int | None = None
@@ -180,6 +184,11 @@ class StrictServer:
         entry = self.script.pop(0)
         calls = _calls(entry, len(self.requests))
         choice = request.tool_choice
+        if self.flavour == 'llama-server':
+            if choice == 'required' and not calls:
+                raise _Reject(500, 'strict test server: tool_choice=required, but the script has text',
+                              'internal_server_error')
+            return (None, calls) if calls and choice != 'none' else (str(entry) if not calls else '', [])
         if choice is None or choice == 'none' or not request.tools:
             if calls:  # the function-calling prompt is not even rendered: the model just continues the chat
                 last = next((m for m in reversed(body['messages']) if m['role'] == 'user'), {'content': ''})

@@ -355,7 +355,8 @@ async def test_timeouts_are_retried_then_reported(sleeps: Sleeps) -> None:
     replay = Replay(timeouts + [TEXT_REPLY])
     model = make_model(replay, retry=sleeps.policy(max_retries=2))
 
-    with pytest.raises(ModelError, match='timeout error'):
+    with pytest.raises(ModelError, match=r'OpenAI at https://api.openai.com/v1 did not answer in time for model '
+                       r"'gpt-4o-mini' \(3 attempts\): Request timed out\. The server was reached"):
         await model.respond([UserMessage('x')], [])
 
     assert len(replay.sent) == 3
@@ -549,8 +550,38 @@ async def test_a_request_that_outlives_its_timeout_is_retried_then_reported(slee
     model = OpenAIChatModel('gpt-4o-mini', api_key='k', retry=sleeps.policy(max_retries=1),
                             http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(hang)))
     with anyio.fail_after(5):
-        with pytest.raises(ModelError, match=r'after 2 attempts \(timeout error: no reply within timeout=0.05 s\)'):
+        with pytest.raises(ModelError, match=r'\(2 attempts\): no reply within timeout=0.05 s\.'):
             await model.respond([UserMessage('x')], [], ModelSettings(timeout=0.05))
+
+
+async def test_a_local_server_that_times_out_is_not_asked_again(sleeps: Sleeps) -> None:
+    """A local server keeps generating the abandoned reply: a retry would queue behind it and wait twice."""
+    sent: list[httpx2.Request] = []
+
+    async def hang(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        await anyio.sleep_forever()
+        raise AssertionError('unreachable')
+
+    def local(**options: Any) -> OpenAIChatModel:
+        return OpenAIChatModel('qwen', base_url='http://127.0.0.1:8080/v1', provider='llamacpp',
+                               http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(hang)), **options)
+
+    with anyio.fail_after(5):
+        with pytest.raises(ModelError) as info:
+            await local(retry=sleeps.policy(max_retries=3)).respond([UserMessage('x')], [], ModelSettings(timeout=0.05))
+    assert len(sent) == 1 and sleeps.waits == []
+    assert str(info.value) == (
+        "llama.cpp server at http://127.0.0.1:8080/v1 did not answer in time for model 'qwen': no reply within "
+        'timeout=0.05 s. The server was reached but its reply did not come: raise `ModelSettings.timeout`, lower '
+        '`max_tokens`, or use a smaller model or a faster machine.')
+    assert 'network' not in str(info.value)
+
+    sent.clear()
+    with anyio.fail_after(5), pytest.raises(ModelError, match=r'\(2 attempts\)'):
+        await local(retry=sleeps.policy(max_retries=1, retry_timeouts=True)).respond(
+            [UserMessage('x')], [], ModelSettings(timeout=0.05))
+    assert len(sent) == 2
 
 
 async def test_tool_calls_without_ids_get_one() -> None:

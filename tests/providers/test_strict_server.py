@@ -215,8 +215,9 @@ async def test_streamed_run_reports_deltas_as_they_arrive(strict: Start, model: 
     assert ''.join(e.arguments for e in calls) == '{"city": "Paris"}' and len(calls) > 3
     texts = [e for e in events if isinstance(e, TextDelta)]
     assert ''.join(e.text for e in texts) == result.output == 'Paris: 18 C and cloudy.'
-    # Each delta was reported when its event arrived, not when the reply was complete.
-    assert calls[-1].time - calls[0].time >= 0.02 * (len(calls) - 1) * 0.9
+    # Each delta was reported when its event arrived, not when the reply was complete (events 20 ms apart; a
+    # loaded machine delivers some late and bunched, so only half the spacing is asked for).
+    assert calls[-1].time - calls[0].time >= 0.02 * (len(calls) - 1) * 0.5
     finished = next(i for i, e in enumerate(events) if isinstance(e, ToolCallFinished))
     assert events.index(calls[-1]) < finished
     assert all(r['stream'] is True and r['stream_options'] == {'include_usage': True} for r in server.requests)

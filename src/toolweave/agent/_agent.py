@@ -17,7 +17,7 @@ from toolweave.agent._blackboard import Blackboard
 from toolweave.agent._events import AgentEvent, EventHub, MessageEvent
 from toolweave.agent._injection import RunToolSet, ToolInjectionStrategy, check_strategies
 from toolweave.agent._loop import CallLimits, FinishReason, LoopTools, run_loop
-from toolweave.agent._planning import AgentPlanTool, eager_plans
+from toolweave.agent._planning import AgentPlanTool, PlanFirst, PlanFirstMode, eager_plans
 from toolweave.agent._process import AgentProcess, Budget, RunUsage, current_process, process_var
 from toolweave.agent._streaming import AgentStream, open_run_stream
 from toolweave.agent._subagent import SubAgentTool
@@ -36,6 +36,7 @@ from toolweave.models import (
     infer_model,
 )
 from toolweave.plan import PlanRun, planning_instructions
+from toolweave.plan._meta import plan_first_instructions
 from toolweave.plan.durable import StoreLike, open_store
 from toolweave.tools import Tool, ToolCallContext, ToolDefinition, Toolset, ToolsetItem
 
@@ -131,6 +132,15 @@ class Agent:
             validates with the steps before it, and what it refers to has arrived; every other step waits for
             the whole plan, validated as usual. A plan that turns out invalid, or a reply that breaks off, cancels
             what started early. Needs `tool_planning=True`; not with `plan_store` or whole-plan review.
+        plan_first: Make the first reply one plan, then the answer: the first model call must call
+            `execute_tool_plan` (with one more try after an invalid plan's problems went back), and once a plan
+            ran, the next call lets the model only answer from the results (no tools sent; with `'tool_choice'`,
+            sent with `tool_choice='none'`). Two ways: `'tool_choice'`
+            forces the plan tool by name; `'response_format'` offers no tools but asks for the plan as JSON
+            under the constrained plan schema (positional step ids; a local server compiles it to a grammar, so
+            the plan can only name real tools, earlier steps and fitting arguments) and lists the tools in the
+            instructions. `True` picks `'response_format'` for local servers (`model.is_local`), else
+            `'tool_choice'`. If neither plan is valid, the run goes on tool by tool. Needs `tool_planning=True`.
     """
 
     def __init__(
@@ -155,6 +165,7 @@ class Agent:
         tool_decorator: Callable[[Tool], Tool] | None = None,
         empty_answer_nudges: int = 1,
         eager_plans: bool = False,
+        plan_first: bool | PlanFirstMode = False,
     ) -> None:
         self.model = _resolve_model(model)
         if not isinstance(instructions, str):
@@ -192,6 +203,8 @@ class Agent:
         """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""
         self._plan_tool = AgentPlanTool(self.toolset, self.plan_options) if tool_planning else None
         self.eager_plans = _check_eager(eager_plans, tool_planning=tool_planning, options=self.plan_options)
+        self.plan_first = _plan_first_mode(plan_first, self.model, tool_planning=tool_planning)
+        """`None`, or how the first reply is made a plan (see `plan_first` above)."""
 
     @property
     def plan_tool(self) -> AgentPlanTool | None:
@@ -209,7 +222,9 @@ class Agent:
         """The system prompt sent: the instructions, plus the tool planning section when planning is on."""
         if self.plan_tool is None:
             return self.base_instructions
-        section = planning_instructions()
+        tools = self.toolset.tools
+        section = plan_first_instructions([t.definition for t in tools]) if self.plan_first == 'response_format' \
+            else planning_instructions(tools=tools)
         return f'{self.base_instructions.rstrip()}\n\n{section}' if self.base_instructions.strip() else section
 
     def tool_definitions(self) -> list[ToolDefinition]:
@@ -417,8 +432,10 @@ class Agent:
             return [tool.name for tool in run_tools.tools()]
 
         eager = partial(eager_plans, plan_tool) if self.eager_plans and plan_tool is not None else None
+        mode = self.plan_first
+        first = None if mode is None or plan_tool is None else partial(PlanFirst, plan_tool, mode=mode)
         return LoopTools(definitions, run_tools.find, available, lambda tool: tool is not plan_tool,
-                         run_tools.after_call, eager)
+                         run_tools.after_call, eager, first)
 
     # --- sub-agents -----------------------------------------------------------------------------------------
 
@@ -453,6 +470,22 @@ def _check_eager(eager: bool, *, tool_planning: bool, options: Mapping[str, Any]
         raise UserError("Agent eager_plans=True cannot be used with plan_options review_mode='whole_plan': the "
                         'reviewer sees the whole plan before anything runs. Drop one of the two.')
     return True
+
+
+def _plan_first_mode(plan_first: bool | PlanFirstMode, model: Model, *,
+                     tool_planning: bool) -> PlanFirstMode | None:
+    if plan_first is False:
+        return None
+    if plan_first not in (True, 'tool_choice', 'response_format'):
+        raise UserError("Agent plan_first must be True, False, 'tool_choice' or 'response_format', "
+                        f'got {plan_first!r}.')
+    if not tool_planning:
+        raise UserError('Agent plan_first makes the first reply a plan of `execute_tool_plan`, but tool_planning is '
+                        'off: pass tool_planning=True too.')
+    if plan_first is True:
+        # A local server (llama.cpp's ignores a named tool choice) gets the plan as grammar-constrained JSON.
+        return 'response_format' if getattr(model, 'is_local', False) else 'tool_choice'
+    return plan_first
 
 
 def _resolve_model(model: Model | str) -> Model:

@@ -12,7 +12,7 @@ import anyio
 
 from toolweave._tracing import tool_call_id
 from toolweave.agent._events import EmptyAnswer, MessageEvent, ToolCallFinished, ToolCallStarted
-from toolweave.agent._planning import EagerPlans
+from toolweave.agent._planning import EagerPlans, PlanFirst
 from toolweave.agent._process import AgentProcess, ToolCallRecord
 from toolweave.agent._streaming import ask_model
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UsageLimitExceeded
@@ -59,6 +59,9 @@ class LoopTools:
     eager_plans: Callable[[AgentProcess], AbstractAsyncContextManager[EagerPlans]] | None = None
     """Opens the plan streams of one reply (`eager_plans`): plan steps start while the model writes the plan.
     `None`: a plan starts once it has arrived whole."""
+    plan_first: Callable[[AgentProcess], PlanFirst] | None = None
+    """Plan-first mode: the run's `PlanFirst`, which decides what each model call offers (a forced plan, then an
+    answer) and turns a plan written as JSON text into a plan call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ async def run_loop(
     limits = limits or CallLimits()
     iteration = 0
     nudges = 0
+    plan_first = tools.plan_first(process) if tools.plan_first is not None else None
     while True:
         if iteration >= max_iterations:
             process.finish('stopped', f'max_iterations={max_iterations} reached without a final answer')
@@ -116,8 +120,13 @@ async def run_loop(
         process.reserve_model_call()
         eager = tools.eager_plans(process) if stream and tools.eager_plans is not None else nullcontext(None)
         async with eager as plans:
-            response = await ask_model(model, list(messages), tools.definitions(), settings, process, stream=stream,
+            definitions, turn_settings = tools.definitions(), settings
+            if plan_first is not None:
+                definitions, turn_settings = plan_first.request(definitions, settings)
+            response = await ask_model(model, list(messages), definitions, turn_settings, process, stream=stream,
                                        on_chunk=None if plans is None else plans.chunk)
+            if plan_first is not None:
+                response = plan_first.reply(response)
             process.record_model_call(response.usage, response.model_name or model.name)
             reply = AssistantMessage(response.text, response.tool_calls)
             _append(process, messages, reply)

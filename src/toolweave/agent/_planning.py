@@ -10,10 +10,12 @@ are over.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 
@@ -21,15 +23,17 @@ from toolweave._ambient import using
 from toolweave.agent._events import PlanItemFinished, PlanStepFinished, PlanStepStarted
 from toolweave.agent._process import AgentProcess, current_process
 from toolweave.exceptions import ModelError
-from toolweave.models import ResponseChunk, ToolCallChunk
+from toolweave.models import ModelResponse, ModelSettings, ResponseChunk, ToolCall, ToolCallChunk
 from toolweave.plan import PlanEvent, PlanRun, PlanTool
+from toolweave.plan._plan_schema import constrained_schema
 from toolweave.plan._stream import PlanStream
-from toolweave.tools import DelegatingTool, ToolArguments, ToolCallContext, ToolResult, Toolset
+from toolweave.tools import DelegatingTool, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ('AgentPlanTool', 'EagerPlans', 'eager_plans', 'forward_plan_event')
+__all__ = ('PLAN_FIRST_ATTEMPTS', 'AgentPlanTool', 'EagerPlans', 'PlanFirst', 'PlanFirstMode', 'eager_plans',
+           'forward_plan_event')
 
 _streamed: ContextVar[list[tuple[PlanTool, PlanStream]] | None] = ContextVar('toolweave_streamed_plan', default=None)
 """The stream of the plan call the loop is running, in a box the plan tool empties (so no call nested in it sees
@@ -58,7 +62,12 @@ class AgentPlanTool(DelegatingTool):
 
     def __init__(self, toolset: Toolset, options: Mapping[str, Any] | None = None) -> None:
         self.options = dict(options or {})
+        self.toolset = toolset
         super().__init__(PlanTool(toolset, on_event=forward_plan_event, **self.options))
+
+    def toolset_tools(self) -> list[Tool]:
+        """The tools a plan may call (not the plan tool itself)."""
+        return [tool for tool in self.toolset.tools if tool is not self]
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         process = current_process()
@@ -169,3 +178,59 @@ class _Counted(DelegatingTool):
         if refused is not None:
             return ToolResult.failure(refused)
         return await self.delegate.execute(arguments, context)
+
+
+PlanFirstMode: TypeAlias = Literal['tool_choice', 'response_format']
+"""How plan-first mode makes the first reply a plan: `tool_choice` forces the plan tool by name (for servers that
+honour a named tool choice); `response_format` asks for the plan as the reply's JSON text under the constrained
+plan schema (`constrained_schema`), which a local server compiles to a grammar."""
+
+PLAN_FIRST_ATTEMPTS = 2
+"""Plans a plan-first run asks for before it falls back to calling tools one by one: the first, and one more
+after the problems of an invalid one went back."""
+
+
+class PlanFirst:
+    """One plan-first run: the first replies must be one plan (at most `PLAN_FIRST_ATTEMPTS`, until one is valid),
+    then the model may only answer from the results. If no plan was valid, the run goes on tool by tool."""
+
+    def __init__(self, tool: AgentPlanTool, process: AgentProcess, mode: PlanFirstMode) -> None:
+        self.tool = tool
+        self.process = process
+        self.mode = mode
+        self.schema = constrained_schema(tool.toolset_tools()) if mode == 'response_format' else None
+        self.attempts = 0
+        self._planning = False
+        """Whether the reply being asked for is to be a plan."""
+
+    @property
+    def phase(self) -> Literal['plan', 'answer', 'tools']:
+        if self.process.plan_runs:
+            return 'answer'
+        return 'plan' if self.attempts < PLAN_FIRST_ATTEMPTS else 'tools'
+
+    def request(self, definitions: list[ToolDefinition],
+                settings: ModelSettings | None) -> tuple[list[ToolDefinition], ModelSettings | None]:
+        """What the next model call offers and with which settings."""
+        self._planning = False
+        phase = self.phase
+        if phase == 'tools':
+            return definitions, settings
+        if phase == 'answer':
+            if self.schema is not None:  # a local server: no tool definitions in the prompt at all
+                return [], settings
+            # Hosted APIs want the tools of the calls in the history defined (Anthropic does): offer, forbid.
+            return definitions, replace(settings or ModelSettings(), tool_choice='none')
+        self.attempts += 1
+        self._planning = True
+        if self.schema is not None:
+            return [], replace(settings or ModelSettings(), response_format=self.schema, text_tool_calls=False)
+        forced = [d for d in definitions if d.name != self.tool.name] + [self.tool.definition]
+        return forced, replace(settings or ModelSettings(), tool_choice=self.tool.name)
+
+    def reply(self, response: ModelResponse) -> ModelResponse:
+        """The reply as the loop handles it: a plan written as JSON text becomes a call of the plan tool."""
+        if not self._planning or self.schema is None or response.tool_calls or not (response.text or '').strip():
+            return response
+        call = ToolCall(f'call_{uuid.uuid4().hex[:24]}', self.tool.name, response.text or '')
+        return ModelResponse(None, (call,), response.usage, response.model_name, response.truncated)

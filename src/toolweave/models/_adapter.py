@@ -27,6 +27,7 @@ from toolweave.models._base import (
     ModelSettings,
     ResponseChunk,
     ResponseStream,
+    TextChunk,
 )
 from toolweave.models._guard import check_allow_model_requests
 from toolweave.models._retry import (
@@ -41,6 +42,7 @@ from toolweave.models._retry import (
 )
 from toolweave.models._shared import HttpClient, as_httpx2_client, merge_settings
 from toolweave.models._stream import CompletedStream, response_chunks
+from toolweave.models._text_calls import MAX_TEXT_CALL_CHARS, could_be_text_call, with_text_calls
 from toolweave.tools._definition import ToolDefinition
 
 __all__ = ('SdkAdapter', 'SdkErrors', 'StreamParser')
@@ -238,8 +240,12 @@ class SdkAdapter(ABC, Generic[ClientT]):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Send the conversation and tool definitions; return the model's text and tool calls."""
-        client, request, timeout = self._prepare(messages, tools, settings)
-        return await self._respond(client, request, timeout)
+        client, request, timeout, offered = self._prepare(messages, tools, settings)
+        response = with_text_calls(await self._respond(client, request, timeout), offered)
+        again = self._unhonoured_choice(request, response)
+        if again is not None:
+            response = with_text_calls(await self._respond(client, again, timeout), offered)
+        return response
 
     @asynccontextmanager
     async def stream(
@@ -256,29 +262,35 @@ class SdkAdapter(ABC, Generic[ClientT]):
         that cannot stream the request (llama-cpp-python with tools; a server that ignores `stream`) gets it
         again unstreamed, and so do later requests of the same kind; the reply then arrives as one chunk per part.
         """
-        client, request, timeout = self._prepare(messages, tools, settings)
+        client, request, timeout, offered = self._prepare(messages, tools, settings)
         events: _SdkEventStream | None = None
         started = 0.0
         if not self._streams or (tools and not self._streams_tool_calls):
-            whole: ResponseStream = CompletedStream(await self._respond(client, request, timeout))
+            whole: ResponseStream = CompletedStream(
+                with_text_calls(await self._respond(client, request, timeout), offered))
         else:
             try:
                 events, started = await self._with_retries(lambda: self._open(client, request), timeout)
             except _StreamingRefused as exc:
-                whole = CompletedStream(await self._unstreamed(client, request, timeout, exc, tools=bool(tools)))
+                whole = CompletedStream(with_text_calls(
+                    await self._unstreamed(client, request, timeout, exc, tools=bool(tools)), offered))
         if events is None:
             yield whole
+            self._unhonoured_choice(request, whole.response)
             return
 
         async def unstreamed() -> ModelResponse:
             refusal = _StreamingRefused('it sent an empty stream', at_all=False)
             return await self._unstreamed(client, request, timeout, refusal, tools=bool(tools))
 
+        reply = _ReplyStream(self, events, self._stream_parser(), started, timeout, unstreamed, offered)
         try:
-            yield _ReplyStream(self, events, self._stream_parser(), started, timeout, unstreamed)
+            yield reply
         finally:
             with anyio.CancelScope(shield=True):
                 await events.close()
+        if reply.complete:
+            self._unhonoured_choice(request, reply.response)
 
     async def _unstreamed(self, client: ClientT, request: dict[str, Any], seconds: float, refusal: _StreamingRefused,
                           *, tools: bool) -> ModelResponse:
@@ -293,12 +305,26 @@ class SdkAdapter(ABC, Generic[ClientT]):
         return await self._respond(client, request, seconds)
 
     def _prepare(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                 settings: ModelSettings | None) -> tuple[ClientT, dict[str, Any], float]:
+                 settings: ModelSettings | None) -> tuple[ClientT, dict[str, Any], float, frozenset[str]]:
+        """The client, the request, its timeout, and the tools whose calls written as text are read as calls."""
         if self._guarded:
             check_allow_model_requests(self.name)
         client = self._get_client()
         merged = merge_settings(self.settings, settings)
-        return client, self.build_request(messages, tools, merged), merged.timeout or DEFAULT_TIMEOUT
+        reads_text = merged.text_tool_calls if merged.text_tool_calls is not None else self.is_local
+        offered = frozenset(t.name for t in tools) if reads_text and merged.tool_choice != 'none' else frozenset()
+        return client, self.build_request(messages, tools, merged), merged.timeout or DEFAULT_TIMEOUT, offered
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the model is served locally (an Ollama, llama.cpp or vLLM string, or a server on this
+        machine): calls written as text are read as calls, and timed-out requests are not sent again."""
+        return False
+
+    def _unhonoured_choice(self, request: dict[str, Any], response: ModelResponse) -> dict[str, Any] | None:
+        """When the reply shows that the server ignored the request's tool choice: the request to send instead
+        (or `None`, also when the choice was honoured)."""
+        return None
 
     async def _respond(self, client: ClientT, request: dict[str, Any], seconds: float) -> ModelResponse:
         return self._parse(await self._with_retries(lambda: self._send(client, request), seconds))
@@ -311,9 +337,16 @@ class SdkAdapter(ABC, Generic[ClientT]):
             except TimeoutError:
                 raise TimeoutError(f'no reply within timeout={seconds:g} s') from None
 
-        return await call_with_retries(
-            attempt, policy=self.retry, classify=self._errors.classify, give_up=self._give_up, label=self.name
-        )
+        retry_timeouts = self.retry.retry_timeouts if self.retry.retry_timeouts is not None else not self.is_local
+
+        def classify(exc: Exception) -> ProviderFailure | None:
+            failure = self._errors.classify(exc)
+            if failure is not None and failure.kind == 'timeout' and not retry_timeouts:
+                return replace(failure, final=True)
+            return failure
+
+        return await call_with_retries(attempt, policy=self.retry, classify=classify, give_up=self._give_up,
+                                       label=self.name)
 
     async def _open(self, client: ClientT, request: dict[str, Any]) -> tuple[_SdkEventStream, float]:
         """The SDK's event stream, and when the attempt that opened it started (the reply's deadline counts from
@@ -418,8 +451,10 @@ class _ReplyStream:
     """One streamed reply of an SDK adapter: its events become chunks, within the request's deadline."""
 
     def __init__(self, adapter: SdkAdapter[Any], events: _SdkEventStream, parser: StreamParser, started: float,
-                 timeout: float, unstreamed: Callable[[], Awaitable[ModelResponse]]) -> None:
+                 timeout: float, unstreamed: Callable[[], Awaitable[ModelResponse]],
+                 offered: frozenset[str] = frozenset()) -> None:
         self._adapter = adapter
+        self._offered = offered
         self._unstreamed = unstreamed
         self._events = events
         self._parser = parser
@@ -428,6 +463,41 @@ class _ReplyStream:
         self._response: ModelResponse | None = None
 
     async def __aiter__(self) -> AsyncIterator[ResponseChunk]:
+        """The reply's chunks. When calls written as text are read, text that may still turn out to be such a
+        call is held back until it is known: released as text if it is not, sent as tool call chunks if it is."""
+        if not self._offered:
+            async for chunk in self._chunks():
+                yield chunk
+            return
+        held: list[TextChunk] = []
+        text = ''
+        holding = True
+        async for chunk in self._chunks():
+            if holding and isinstance(chunk, TextChunk):
+                held.append(chunk)
+                text += chunk.text
+                if len(text) <= MAX_TEXT_CALL_CHARS and could_be_text_call(text):
+                    continue
+            if holding:
+                holding = False
+                for piece in held:
+                    yield piece
+                if held and held[-1] is chunk:
+                    continue
+            yield chunk
+        if not holding:
+            return
+        assert self._response is not None
+        converted = with_text_calls(self._response, self._offered)
+        if converted is self._response:
+            for piece in held:
+                yield piece
+            return
+        self._response = converted
+        for call_chunk in response_chunks(converted):
+            yield call_chunk
+
+    async def _chunks(self) -> AsyncIterator[ResponseChunk]:
         adapter, parser = self._adapter, self._parser
         iterator = aiter(self._events)
         received = 0
@@ -460,6 +530,11 @@ class _ReplyStream:
                 yield chunk
             return
         self._response = parser.finish()
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream was read to its end."""
+        return self._response is not None
 
     @property
     def response(self) -> ModelResponse:

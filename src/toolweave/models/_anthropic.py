@@ -116,6 +116,10 @@ class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], settings: ModelSettings
     ) -> dict[str, Any]:
         """The keyword arguments for `messages.create`, as the SDK receives them."""
+        if settings.response_format is not None:
+            raise UserError('AnthropicModel got ModelSettings.response_format, which the Messages API has no '
+                            'equivalent of here. Force a tool instead (`tool_choice=<tool name>`; a strict tool '
+                            'holds the model to its schema).')
         system = '\n\n'.join(m.content for m in messages if isinstance(m, SystemMessage))
         request: dict[str, Any] = {
             'model': self.model_name,

@@ -124,6 +124,13 @@ class ModelSettings:
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields added to the JSON body as they are (for example `{'top_k': 20}` for a local
     server); they win over the fields toolweave sets."""
+    text_tool_calls: bool | None = None
+    """Read a reply whose whole text is a call of an offered tool, written as text (JSON, `<tool_call>`,
+    `<|python_tag|>`, `[TOOL_CALLS]`; see `toolweave.models` docs), as that tool call. `None`: on for local
+    servers (Ollama, llama.cpp, vLLM, any server on localhost), off for hosted providers."""
+    response_format: Mapping[str, Any] | None = None
+    """A JSON schema the reply's text must follow (Chat Completions `response_format` of type `json_schema`:
+    llama.cpp and Ollama compile it to a grammar, vLLM to structured outputs, OpenAI with `strict`)."""
 
     def __post_init__(self) -> None:
         if self.temperature is not None and (isinstance(self.temperature, bool)
@@ -141,6 +148,11 @@ class ModelSettings:
         if self.tool_choice is not None and (not isinstance(self.tool_choice, str) or not self.tool_choice.strip()):
             raise UserError(f"ModelSettings.tool_choice must be 'auto', 'required', 'none' or a tool name, "
                             f'got {self.tool_choice!r}.')
+        if self.text_tool_calls is not None and not isinstance(self.text_tool_calls, bool):
+            raise UserError(f'ModelSettings.text_tool_calls must be a bool or None, got {self.text_tool_calls!r}.')
+        if self.response_format is not None and not isinstance(self.response_format, Mapping):
+            raise UserError(f'ModelSettings.response_format must be a JSON schema (a mapping) or None, '
+                            f'got {self.response_format!r}.')
         if self.extra_body is not None and (not isinstance(self.extra_body, Mapping)
                                             or not all(isinstance(key, str) for key in self.extra_body)):
             raise UserError(f'ModelSettings.extra_body must be a mapping with string keys or None, '

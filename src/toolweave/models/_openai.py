@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
+
+import httpx2
 
 from toolweave.exceptions import ModelError, UserError
 from toolweave.models._adapter import SdkAdapter, SdkErrors
@@ -45,6 +48,8 @@ except ImportError as _exc:  # pragma: no cover - exercised by a test that hides
     ) from _exc
 
 __all__ = ('OpenAIChatModel',)
+
+logger = logging.getLogger('toolweave.models')
 
 OPENAI_BASE_URL = 'https://api.openai.com/v1'
 
@@ -101,6 +106,7 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
     ) -> None:
         self.provider = provider
         self.api_key_env = api_key_env
+        self._ignores_named_choice = False
         super().__init__(
             model_name,
             base_url=base_url,
@@ -139,12 +145,19 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
         }
         choice = resolve_tool_choice(settings, tools, adapter=self._adapter)
         if choice is not None:
+            if choice[0] == 'tool' and self._ignores_named_choice:
+                # The server ignores a named choice: offering only that tool with 'required' says the same.
+                tools, choice = [t for t in tools if t.name == choice[1]], ('required', '')
             request['tools'] = [_tool(t) for t in tools]
             request['tool_choice'] = _tool_choice(*choice)
             if settings.parallel_tool_calls is not None:
                 request['parallel_tool_calls'] = settings.parallel_tool_calls
         if settings.temperature is not None:
             request['temperature'] = settings.temperature
+        if settings.response_format is not None:
+            schema = plain_json_object(settings.response_format, where='ModelSettings.response_format')
+            request['response_format'] = {'type': 'json_schema', 'json_schema': {
+                'name': 'reply', 'schema': schema, 'strict': bool(self._is_openai())}}
         if settings.extra_body:
             request['extra_body'] = dict(settings.extra_body)
         request['timeout'] = settings.timeout or DEFAULT_TIMEOUT
@@ -152,6 +165,37 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
 
     def _is_openai(self) -> bool:
         return self.base_url == OPENAI_BASE_URL
+
+    @property
+    def is_local(self) -> bool:
+        if self.provider in _LOCAL_PROVIDERS:
+            return True
+        host = httpx2.URL(self.base_url).host
+        return host in ('localhost', '::1') or host.endswith('.localhost') or host.startswith('127.')
+
+    @property
+    def honours_named_tool_choice(self) -> bool:
+        """Whether the server is known to honour a named `tool_choice`: not once a reply showed it did not
+        (llama.cpp's `llama-server` takes only 'auto', 'none' and 'required'); such requests are then sent as
+        'required' with only the named tool offered."""
+        return not self._ignores_named_choice
+
+    def _unhonoured_choice(self, request: dict[str, Any], response: ModelResponse) -> dict[str, Any] | None:
+        choice = request.get('tool_choice')
+        if not isinstance(choice, dict):
+            return None
+        name = choice['function']['name']
+        if any(call.name == name for call in response.tool_calls):
+            return None
+        self._ignores_named_choice = True
+        logger.warning(
+            "%s at %s ignored tool_choice=%r: the reply %s. The server does not honour a named tool choice "
+            "(llama.cpp's llama-server takes only 'auto', 'none' and 'required'); from now on such requests offer "
+            "only that tool with tool_choice='required'.", self._label(), self.base_url, name,
+            f'called {", ".join(c.name for c in response.tool_calls)}' if response.tool_calls else 'called no tool')
+        again = {**request, 'tools': [t for t in request['tools'] if t['function']['name'] == name],
+                 'tool_choice': 'required'}
+        return again
 
     def _new_client(self) -> openai.AsyncOpenAI:
         api_key = self._api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
@@ -222,6 +266,8 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
     def _key_env(self) -> str | None:
         return self.api_key_env
 
+
+_LOCAL_PROVIDERS = frozenset({'ollama', 'llamacpp', 'vllm'})
 
 _PROVIDER_LABELS = {
     'openai': 'OpenAI',

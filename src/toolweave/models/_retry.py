@@ -19,7 +19,7 @@ from typing import Literal, TypeVar
 import anyio
 
 from toolweave._checks import check_number
-from toolweave.exceptions import ModelError
+from toolweave.exceptions import ModelError, UserError
 
 __all__ = (
     'ProviderFailure',
@@ -60,12 +60,17 @@ class RetryPolicy:
     """Called with each wait in seconds; inject a recorder in tests."""
     random: Callable[[], float] = field(default=random.random, repr=False)
     """Returns a float in `[0, 1)` for the jitter."""
+    retry_timeouts: bool | None = None
+    """Whether a request that timed out is sent again. `None`: yes for hosted providers, no for local servers
+    (a local server keeps generating the reply nobody waits for, so a retry queues behind it and waits twice)."""
 
     def __post_init__(self) -> None:
         check_number(self.max_retries, 'RetryPolicy.max_retries', integer=True)
         for name in ('initial_delay', 'max_delay', 'max_retry_after'):
             check_number(getattr(self, name), f'RetryPolicy.{name}')
         check_number(self.jitter, 'RetryPolicy.jitter', maximum=1)
+        if self.retry_timeouts is not None and not isinstance(self.retry_timeouts, bool):
+            raise UserError(f'RetryPolicy.retry_timeouts must be True, False or None, got {self.retry_timeouts!r}.')
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number `retry` (1-based)."""
@@ -88,9 +93,13 @@ class ProviderFailure:
     """A server error (5xx) whose message says the request itself is invalid: sending it again cannot help."""
     rejected: str | None = None
     """The part of the request the provider's message points at (such as one message), as sent."""
+    final: bool = False
+    """Not to be retried whatever its kind (a timeout of a local server, see `RetryPolicy.retry_timeouts`)."""
 
     @property
     def retryable(self) -> bool:
+        if self.final:
+            return False
         if self.kind != 'status':
             return True
         assert self.status is not None
@@ -251,6 +260,13 @@ def failure_to_model_error(
         return ModelError(
             f'{provider} at {base_url} does not know model {model_name!r} ({what}). '
             f'Check the model name{pull} and `base_url`.'
+        )
+    if failure.kind == 'timeout':
+        tries = f' ({attempts} attempts)' if attempts > 1 else ''
+        return ModelError(
+            f'{provider} at {base_url} did not answer in time for model {model_name!r}{tries}: '
+            f'{failure.message.rstrip(".")}. The server was reached but its reply did not come: raise '
+            '`ModelSettings.timeout`, lower `max_tokens`, or use a smaller model or a faster machine.'
         )
     if failure.invalid_request:
         return ModelError(

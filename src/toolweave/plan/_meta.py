@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolweave.approval import PlanReviewRequest, ReviewHandler
 from toolweave.exceptions import ControlFlowSignal, PlanValidationError, ToolConfigurationError, UserError
+from toolweave.plan._contracts import output_schema
 from toolweave.plan._model import Dialect, MissingField, ReviewMode
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import (
@@ -29,6 +30,7 @@ from toolweave.plan._plan_schema import (
     PlanSchema,
     SchemaTooLarge,
     compact_schema,
+    constrained_schema,
     drop_unset_nulls,
     string_schema,
     typed_schema,
@@ -37,7 +39,7 @@ from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanR
 from toolweave.plan._review import plan_review_request
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, RunsPlans, as_toolset, prepare_async
+from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, RunsPlans, as_toolset, prepare_async, validate_plan
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
@@ -53,7 +55,7 @@ from toolweave.tools import (
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ('PlanTool', 'planning_instructions')
+__all__ = ('PlanTool', 'plan_first_instructions', 'planning_instructions')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -80,22 +82,144 @@ def _index_schema() -> dict[str, Any]:
     }
 
 
-def planning_instructions(tool_name: str = 'execute_tool_plan') -> str:
+def planning_instructions(tool_name: str = 'execute_tool_plan',
+                          tools: Iterable[Tool | ToolDefinition] | None = None) -> str:
     """The "# Tool Planning" section an agent appends to its instructions when planning is on (and an MCP gateway
-    sends as its instructions): when to plan, the syntax, one example. The tool's own description stays short."""
+    sends as its instructions): when to plan, the syntax, one example. The tool's own description stays short.
+
+    With `tools`, the example calls those tools with their own argument names (small models copy the example:
+    it must never show a tool or a field that does not exist), and with `Tool`s it is a plan that validates;
+    without, it shows made-up ones."""
+    example = _example(list(tools)) if tools is not None else None
     return (
         '# Tool Planning\n'
         f'Prefer one `{tool_name}` call holding every tool call you can already plan; shape the data inside it and '
         'return only what your answer needs ("output_steps").\n'
         '- "$ref:ID" or "$ref:ID.items[0].name" passes an earlier result ("{{$ref:ID.field}}" inside text). '
         'Independent steps run in parallel; a failed step skips the steps using it.\n'
-        '- {"id", "from": "$ref:ID", "select": JMESPath} filters, sorts, counts or joins, with no tool.\n'
+        '- {"id", "from": "$ref:ID", "select": JMESPath} filters, sorts, counts or joins, with no tool (or, for '
+        '"select": "where": {"field", "op", "value"}, "sort_by", "first": N, "keep": [fields]).\n'
         '- "for_each": "$ref:ID" calls the step\'s tool per element ("$item", "$item.field", "$index" in arguments).\n'
         '- "when": {"from": "$ref:ID", "select": JMESPath} runs a step only if true.\n'
-        'Example: {"steps": [{"id": "s", "tool": "search", "arguments": {"q": "laptop"}}, {"id": "top", "from": '
-        '"$ref:s", "select": "sort_by(@, &price)[:3]"}, {"id": "r", "tool": "reviews", "for_each": "$ref:top", '
-        '"arguments": {"id": "$item.id"}}], "output_steps": ["top", "r"]}'
+        + (example or 'Example: {"steps": [{"id": "s", "tool": "search", "arguments": {"q": "laptop"}}, {"id": "top", '
+           '"from": "$ref:s", "select": "sort_by(@, &price)[:3]"}, {"id": "r", "tool": "reviews", "for_each": '
+           '"$ref:top", "arguments": {"id": "$item.id"}}], "output_steps": ["top", "r"]}')
     )
+
+
+def plan_first_instructions(tools: Iterable[ToolDefinition]) -> str:
+    """The instructions for a plan written as the reply itself (plan-first mode with a JSON schema instead of a
+    tool): the tools as signatures, and the plan's form with positional step ids."""
+    listed = '\n'.join(f'- {_signature(tool)}' for tool in tools)
+    return (
+        '# Tools\n'
+        f'{listed}\n'
+        '# Plan\n'
+        'Reply with one JSON plan of the tool calls that answer the request: {"steps": [...], "output_steps": '
+        '[...]}. Steps are numbered "s1", "s2", ... in order; a step uses an earlier one\'s result with "$ref:s1" '
+        'or "$ref:s1.field". A step is {"id", "tool", "arguments"}; add "for_each": "$ref:s1" to call the tool '
+        'once per item of a list ("$item", "$item.field" in its arguments); {"id", "from": "$ref:s1", "where": '
+        '{"field", "op", "value"}, "sort_by": field, "first": N, "keep": [fields]} shapes a list with no tool. '
+        'You will then see the results and answer.'
+    )
+
+
+def _signature(tool: ToolDefinition) -> str:
+    properties = tool.parameters.get('properties') or {}
+    required = set(tool.parameters.get('required') or ())
+    arguments = ', '.join(f'{name}{"" if name in required else "?"}: {_type_name(schema)}'
+                          for name, schema in properties.items())
+    description = tool.description.strip().split('\n')[0]
+    return f'{tool.name}({arguments})' + (f': {description}' if description else '')
+
+
+def _type_name(schema: Any) -> str:
+    if not isinstance(schema, Mapping):
+        return 'any'
+    if isinstance(schema.get('enum'), list):
+        return ' | '.join(json.dumps(value) for value in schema['enum'])
+    kind = schema.get('type')
+    if isinstance(kind, list):
+        return ' | '.join(str(k) for k in kind)
+    if kind == 'array':
+        return f'list of {_type_name(schema.get("items"))}'
+    return str(kind) if isinstance(kind, str) else 'any'
+
+
+def _example(tools: list[Tool | ToolDefinition]) -> str | None:
+    """`Example: {...}` over the first tools with simple required arguments: a call, and a second call that uses
+    its result in the first form that validates against these tools (per item with `for_each`, a field, the whole
+    result), else two independent calls."""
+    definitions = [t.definition if isinstance(t, Tool) else t for t in tools]
+    usable = [d for d in definitions if d.name not in PLAN_TOOL_NAMES and _sample_arguments(d) is not None]
+    if not usable:
+        return None
+    first = {'id': 'a', 'tool': usable[0].name, 'arguments': _sample_arguments(usable[0])}
+    candidates: list[list[dict[str, Any]]] = []
+    if len(usable) > 1:
+        second = usable[1]
+        arguments = _sample_arguments(second) or {}
+        name = next(iter(arguments), None)
+        if name is not None:
+            wanted = (second.parameters.get('properties') or {}).get(name, {}).get('type')
+            output = _output_fields(tools[definitions.index(usable[0])], wanted)
+            for field in output:
+                candidates.append([first, {'id': 'b', 'tool': second.name, 'for_each': '$ref:a',
+                                           'arguments': {**arguments, name: f'$item.{field}'}}])
+                candidates.append([first, {'id': 'b', 'tool': second.name,
+                                           'arguments': {**arguments, name: f'$ref:a.{field}'}}])
+            candidates.append([first, {'id': 'b', 'tool': second.name, 'arguments': {**arguments, name: '$ref:a'}}])
+        candidates.append([first, {'id': 'b', 'tool': second.name, 'arguments': arguments}])
+    candidates.append([first])
+    checkable = [t for t in tools if isinstance(t, Tool)]
+    for steps in candidates:
+        if len(checkable) == len(tools) and validate_plan({'steps': steps}, Toolset(checkable)):
+            continue
+        return 'Example: ' + json.dumps({'steps': steps, 'output_steps': [steps[-1]['id']]}, ensure_ascii=False)
+    return None
+
+
+def _output_fields(tool: Tool | ToolDefinition, wanted: object) -> list[str]:
+    """The property names of a tool's declared output (of its items, for a list): first those of the `wanted`
+    JSON type, then the id-like ones."""
+    schema = output_schema(tool) if isinstance(tool, Tool) else None
+    if not isinstance(schema, Mapping):
+        return []
+    root = schema
+    if schema.get('type') == 'array' and isinstance(schema.get('items'), Mapping):
+        schema = schema['items']
+    if isinstance(schema.get('$ref'), str):  # pydantic puts a TypedDict or model under $defs
+        schema = root.get('$defs', {}).get(schema['$ref'].rsplit('/', 1)[-1], {})
+    properties = schema.get('properties') if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return []
+    names = list(properties)
+
+    def kind(name: str) -> object:
+        field = properties[name]
+        kind = field.get('type') if isinstance(field, Mapping) else None
+        return 'number' if kind == 'integer' else kind
+
+    wanted = 'number' if wanted == 'integer' else wanted
+    return sorted(names, key=lambda name: (kind(name) != wanted, not name.endswith('id'), names.index(name)))
+
+
+def _sample_arguments(tool: ToolDefinition) -> dict[str, Any] | None:
+    """Arguments for the tool's required parameters, when each is a plain value (else `None`)."""
+    properties = tool.parameters.get('properties') or {}
+    arguments: dict[str, Any] = {}
+    for name in tool.parameters.get('required') or ():
+        schema = properties.get(name)
+        if not isinstance(schema, Mapping):
+            return None
+        if isinstance(schema.get('enum'), list) and schema['enum']:
+            arguments[name] = schema['enum'][0]
+            continue
+        sample = {'string': '...', 'integer': 1, 'number': 1.5, 'boolean': True}.get(str(schema.get('type')))
+        if sample is None:
+            return None
+        arguments[name] = sample
+    return arguments
 
 
 class PlanTool(Tool, RunsPlans):
@@ -175,10 +299,14 @@ class PlanTool(Tool, RunsPlans):
             return compact_schema(), False
         if plan_schema == 'string':
             return string_schema(), True
-        if plan_schema not in ('typed', 'auto'):
-            raise UserError(f"plan_schema must be 'compact', 'typed', 'auto' or 'string', got {plan_schema!r}.")
+        if plan_schema not in ('typed', 'auto', 'constrained'):
+            raise UserError(f"plan_schema must be 'compact', 'typed', 'auto', 'constrained' or 'string', "
+                            f'got {plan_schema!r}.')
         definitions = [t.definition for t in self.tools
                        if t.name not in PLAN_TOOL_NAMES and not isinstance(t, PlanTool)]
+        if plan_schema == 'constrained':
+            return constrained_schema([t for t in self.tools
+                                       if t.name not in PLAN_TOOL_NAMES and not isinstance(t, PlanTool)]), False
         try:
             schema = typed_schema(definitions)
         except SchemaTooLarge as exc:

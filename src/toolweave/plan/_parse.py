@@ -25,6 +25,7 @@ import anyio
 
 from toolweave.exceptions import PlanValidationError
 from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, StepForms
+from toolweave.plan._shape import SHAPE_FIELDS, compile_shape
 
 __all__ = (
     'DEFAULT_MAX_BYTES',
@@ -57,7 +58,7 @@ INLINE_STEPS = 1_000
 
 EMPTY_PLAN = 'Tool plan must contain at least one step'
 _ID_FIELDS = frozenset({'id', 'tool', 'arguments', 'description'})
-_STEP_FIELDS = _ID_FIELDS | {'from', 'select', 'for_each', 'when'}
+_STEP_FIELDS = _ID_FIELDS | {'from', 'select', 'for_each', 'when'} | SHAPE_FIELDS
 _WHEN_FIELDS = frozenset({'from', 'select'})
 _INDEX_FIELDS = frozenset({'tool', 'args', 'description'})
 _ID_TOP = frozenset({'steps', 'output_steps', 'goal'})
@@ -432,6 +433,11 @@ def _id_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, 
         reported.update({(index, 'id'), (index, 'tool'), (index, 'arguments')})
         return PlanStep('', '', {})
     label = step_label(index, raw.get('id'))
+    if not SHAPE_FIELDS.isdisjoint(raw):  # structured shaping: compiled to the select step it stands for
+        select, shaping = compile_shape(raw, label)
+        for problem in shaping:
+            problems.add(index, problem)
+        raw = {key: value for key, value in raw.items() if key not in SHAPE_FIELDS} | {'select': select or '@'}
     message = _unknown_keys(label, raw, _STEP_FIELDS, 'A step has "id", "tool" and "arguments" (and optionally '
                             '"for_each" and "when"), or "id", "from" and "select"'
                             + (' (not "args")' if 'args' in raw else '') + '.')
