@@ -39,7 +39,14 @@ from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanR
 from toolweave.plan._review import plan_review_request
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
-from toolweave.plan._validate import DEFAULT_MAX_ITEMS, PLAN_TOOL_NAMES, RunsPlans, as_toolset, prepare_async, validate_plan
+from toolweave.plan._validate import (
+    DEFAULT_MAX_ITEMS,
+    PLAN_TOOL_NAMES,
+    RunsPlans,
+    as_toolset,
+    prepare_async,
+    validate_plan,
+)
 from toolweave.plan.durable._runs import StoreLike, open_store
 from toolweave.tools import (
     Tool,
