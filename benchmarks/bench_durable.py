@@ -77,10 +77,10 @@ class _Timed:
         self.calls = 0
         original = store.append
 
-        def append(run_id: str, owner: str, transitions: list[Transition]) -> None:
+        def append(run_id: str, owner: str, transitions: list[Transition], *, seq: int) -> str | None:
             started = time.perf_counter()
             try:
-                original(run_id, owner, transitions)
+                return original(run_id, owner, transitions, seq=seq)
             finally:
                 self.seconds += time.perf_counter() - started
                 self.calls += 1

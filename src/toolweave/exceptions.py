@@ -18,7 +18,8 @@ ToolweaveError
     ├── UsageLimitExceeded      a budget (LLM calls, tokens, tool calls) ran out
     ├── ModelError              a model provider failed in a way retries did not fix
     ├── PlanStoreError          a plan store could not be opened, or failed while a run wrote to it
-    └── RunInUseError           another live process is running the stored plan run
+    ├── RunInUseError           another live process is running the stored plan run
+    └── RunLostError            this process lost its hold on a stored run to another process, and stopped
 ```
 """
 
@@ -38,6 +39,7 @@ __all__ = (
     'PlanValidationError',
     'RunError',
     'RunInUseError',
+    'RunLostError',
     'ToolConfigurationError',
     'ToolNameError',
     'ToolweaveError',
@@ -150,3 +152,10 @@ class PlanStoreError(RunError):
 class RunInUseError(RunError):
     """A stored plan run is being run by another live process (it holds the run's lease). Wait for it to end, or
     resume the run after that process stopped."""
+
+
+class RunLostError(RunError):
+    """This process lost its hold on a stored plan run: its lease lapsed (the process was paused, suspended or cut
+    off from the store for longer than the lease) and another process took the run over. The run stopped here at
+    once, without calling another tool; every write it tried after the takeover was refused by the store, so what
+    is recorded is the other process's to go on with."""

@@ -27,7 +27,7 @@ end: it and the steps that depend on it are *stuck*, and the run settles (return
 
 A plan may also arrive while it runs (a model still writing it): `Run.open` gives a run with no steps that cannot
 end before its plan is closed; `grow` adds the steps that have arrived, holding back those that must wait for the
-whole plan, `close` takes the whole validated plan and releases them, and `abandon` gives up. Steps are positions
+whole plan, `close` takes the whole validated plan and releases them, and `cancel` gives up. Steps are positions
 in the same per-step lists, counted off their dependencies the same way: the rest of the plan counts as one more
 unfinished step until it is closed, and a held step as waiting for one more dependency.
 
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from toolweave.tools import Tool, ToolResult
 
-__all__ = ('DEFAULT_MEMORY_LIMIT', 'Call', 'Extension', 'Prefill', 'Run', 'StepFailed', 'StepParked')
+__all__ = ('DEFAULT_MEMORY_LIMIT', 'Call', 'CancelRun', 'Extension', 'Prefill', 'Run', 'StepFailed', 'StepParked')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -91,6 +91,16 @@ Call = Callable[[Any], Awaitable['ToolResult']]
 
 class StepFailed(Exception):
     """Raised inside a step (by the kernel or an extension's hook) to fail it; the message is the step's error."""
+
+
+class CancelRun(Exception):
+    """Raised by an extension's hook to cancel the whole run now (a person asked for it): the step that raised it
+    is recorded cancelled before its tool is called, every other unfinished step too, and the run returns its
+    record. The message is the reason."""
+
+
+class StepCancelled(Exception):
+    """Raised inside a step the run is cancelling (see `CancelRun`): already recorded, nothing more to do."""
 
 
 class StepParked(Exception):
@@ -173,6 +183,7 @@ class Run:
     def __init__(self, prepared: Prepared, *, concurrency: int | None = None, step_timeout: float | None = None,
                  missing_field: MissingField = 'error', context: ToolCallContext = ToolCallContext.EMPTY,
                  extensions: Sequence[Extension] = (), ended: Mapping[int, Prefill] | None = None,
+                 items: Mapping[int, Sequence[ItemRecord]] | None = None,
                  park: Mapping[int, tuple[str, Mapping[str, Any]]] | None = None,
                  memory_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
         plan = prepared.plan
@@ -194,7 +205,7 @@ class Run:
         """Steps skipped because of a false `when`: the id of the step whose condition it was."""
         self.park_ahead = park or {}
         """Steps to park as soon as they are ready, with why."""
-        self.items_ahead: dict[int, Sequence[ItemRecord]] = {}
+        self.items_ahead: Mapping[int, Sequence[ItemRecord]] = items or {}
         """Elements of unfinished `for_each` steps that ended in an earlier run (kept, not run again)."""
         self.memory_limit = memory_limit
         self.holding = 0
@@ -240,8 +251,9 @@ class Run:
         """Whether more of the plan is to come: the rest of it counts as one unfinished step until `close`."""
         self.held: Collection[int] = ()
         """Steps that wait for the whole plan besides their dependencies (while `arriving`)."""
-        self.abandoned: str | None = None
-        """Why an arriving plan was given up (`abandon`): its unfinished steps are cancelled with this reason."""
+        self.cancelled: str | None = None
+        """Why the run was cancelled (`cancel`: an arriving plan given up, a person's request): its unfinished steps
+        are recorded cancelled with this reason."""
         self.timeout: float | None = None
         self.deadline: anyio.CancelScope | None = None
         """The whole-plan timeout's scope; an arriving plan's clock starts when it is closed."""
@@ -258,7 +270,7 @@ class Run:
     def open(cls, *, concurrency: int | None, step_timeout: float | None, missing_field: MissingField,
              context: ToolCallContext, extensions: Sequence[Extension], max_items: int) -> Run:
         """A run of a plan that is still arriving, with no steps yet: `grow` adds the steps that arrive, `close`
-        takes the whole plan, `abandon` gives up; `run` runs it meanwhile, and it does not end before one of the
+        takes the whole plan, `cancel` gives up; `run` runs it meanwhile, and it does not end before one of the
         last two. Its clock (`started_at`, step times) starts now; its timeout when it is closed."""
         nothing = Prepared(Plan(()), [], [], RefTable(), [], [], [], {}, [], max_items)
         run = cls(nothing, concurrency=concurrency, step_timeout=step_timeout, missing_field=missing_field,
@@ -308,7 +320,7 @@ class Run:
             target.ended_at = now
         elif status == 'cancelled' and was in _LIVE:
             target.ended_at = now
-            detail = {**(detail or {}), 'started': was == 'running'}
+            detail = {'started': was == 'running', **(detail or {})}
         target.status = status
         target.error = error
         if self.on_transition:
@@ -371,6 +383,8 @@ class Run:
         except StepParked as exc:
             record.called = False
             self.park(index, str(exc), exc.detail)
+        except StepCancelled:
+            pass  # the run is being cancelled: the step is recorded, the rest will be
         else:
             self.transition(record, 'succeeded')
             self.release(index, ok=True)
@@ -443,6 +457,10 @@ class Run:
                              '(step_timeout)')
         except (StepFailed, StepParked):
             raise
+        except CancelRun as exc:
+            self.cancel(f'Cancelled: {exc}')
+            self.transition(record, 'cancelled', f'Cancelled: {exc}', {'started': False}, item=item)
+            raise StepCancelled from None
         except ApprovalPending as exc:
             raise StepParked(f'Waiting for approval: {exc.reason}', _pending_detail(exc)) from None
         except asyncio.CancelledError as exc:
@@ -509,6 +527,8 @@ class Run:
         except StepParked as exc:
             record.called = False
             self.park(index, str(exc), exc.detail)
+        except StepCancelled:
+            pass  # the run is being cancelled: what is unfinished is recorded as it ends
         else:
             self.transition(record, 'succeeded')
             self.release(index, ok=True)
@@ -590,8 +610,11 @@ class Run:
         parked: list[StepParked] = []
         if todo:
             await self.run_elements(index, todo, parked)
-        if parked:  # one element waits for a decision: the whole step does (the others were stopped)
-            raise parked[0]
+        if self.cancelled is not None:
+            raise StepCancelled
+        if parked:  # elements wait for a decision: the whole step does (the others were stopped)
+            waiting = sorted(item.index for item in items if item.status == 'parked')
+            raise StepParked(str(parked[0]), {**parked[0].detail, 'items': waiting})
         failed = [item for item in items if item.status != 'succeeded']
         if failed:
             listed = '; '.join(f'item {item.index}: {cut(item.error or item.status, 300)}' for item in failed[:5])
@@ -602,32 +625,36 @@ class Run:
     async def run_elements(self, index: int, todo: list[tuple[ItemRecord, Any]], parked: list[StepParked]) -> None:
         """Run the elements in `todo`: at most `concurrency` at once, started a batch at a time with a turn of the
         event loop between batches, so that a long list cannot hold the loop (or the plan's timeout) while its
-        tasks are made."""
+        tasks are made. Once an element parks, no other element starts (they are recorded cancelled, never
+        having started); those already running finish, so that none is left half-done and unknown."""
         limiter = anyio.CapacityLimiter(self.concurrency) if self.concurrency else None
         async with anyio.create_task_group() as group:
             for position, (item, element) in enumerate(todo, 1):
-                group.start_soon(self.run_item, index, item, element, limiter, parked, group.cancel_scope)
+                group.start_soon(self.run_item, index, item, element, limiter, parked)
                 if position % _YIELD_EVERY == 0:
                     await anyio.lowlevel.checkpoint()
 
     async def run_item(self, index: int, item: ItemRecord, element: Any, limiter: anyio.CapacityLimiter | None,
-                       parked: list[StepParked], scope: anyio.CancelScope) -> None:
+                       parked: list[StepParked]) -> None:
         record = self.records[index]
         try:
             if limiter is not None:
                 async with limiter:
-                    await self.call_item(index, item, element)
-            else:
+                    if not parked:
+                        await self.call_item(index, item, element)
+            elif not parked:
                 await self.call_item(index, item, element)
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc), item=item)
         except StepParked as exc:
             self.transition(record, 'parked', str(exc), exc.detail, item=item)
             parked.append(exc)
-            scope.cancel()
+        except StepCancelled:
+            pass
         finally:
             if item.status not in _ENDED and item.status != 'parked':
-                self.transition(record, 'cancelled', 'Cancelled with its step', item=item)
+                reason = 'Cancelled with its step' if not parked else 'Not started: another element waits for a decision'
+                self.transition(record, 'cancelled', reason, item=item)
 
     async def call_item(self, index: int, item: ItemRecord, element: Any) -> None:
         step = self.steps[index]
@@ -727,7 +754,7 @@ class Run:
     async def worker(self) -> None:
         streak = 0
         ready = self.ready
-        while self.unfinished > self.settled_at and self.fatal is None:
+        while self.unfinished > self.settled_at and self.fatal is None and self.cancelled is None:
             if not ready:
                 await self.wait_idle()
                 ready = self.ready  # `recount` may have replaced the heap
@@ -757,7 +784,10 @@ class Run:
         if self.syncs:  # what finished is made durable before the worker pauses
             try:
                 await self.sync()
-            except Exception as exc:  # the journal cannot write: nothing more may start
+            except CancelRun as exc:
+                self.cancel(f'Cancelled: {exc}')
+                return
+            except Exception as exc:  # the journal cannot write (the store failed, the run was lost): stop
                 self.stop(exc)
                 return
             if self.ready or self.unfinished == self.settled_at or self.fatal is not None:
@@ -809,11 +839,11 @@ class Run:
         if self.deadline is not None and self.timeout is not None:
             self.deadline.deadline = anyio.current_time() + self.timeout
 
-    def abandon(self, reason: str) -> None:
-        """Give up on a plan that is still arriving: cancel what runs, and record every unfinished step as
-        cancelled with `reason`."""
-        if self.abandoned is None:
-            self.abandoned = reason
+    def cancel(self, reason: str) -> None:
+        """Stop the run now (a plan still arriving given up, a person's request): cancel what runs, start nothing
+        more, and record every unfinished step as cancelled with `reason`; the run returns its record."""
+        if self.cancelled is None:
+            self.cancelled = reason
         if self.task_group is not None:
             self.task_group.cancel_scope.cancel()
 
@@ -915,7 +945,7 @@ class Run:
                     if asyncio_backend:
                         self.tasks = set()
                     try:
-                        if self.abandoned is None and self.unfinished > self.settled_at:
+                        if self.cancelled is None and self.unfinished > self.settled_at:
                             await self.worker()
                     finally:
                         if self.tasks:
@@ -938,7 +968,7 @@ class Run:
         (cancelled, timed out, stopped) they are cancelled first."""
         assert self.tasks is not None
         tasks = list(self.tasks)
-        if self.fatal is not None or self.unfinished > self.settled_at or self.abandoned is not None:
+        if self.fatal is not None or self.unfinished > self.settled_at or self.cancelled is not None:
             for task in tasks:
                 task.cancel()
         else:
@@ -955,8 +985,8 @@ class Run:
     def cancel_reason(self, deadline: anyio.CancelScope) -> str:
         if self.fatal is not None:
             return f'Cancelled: the run stopped because a step raised {type(self.fatal).__name__}'
-        if self.abandoned is not None:
-            return self.abandoned
+        if self.cancelled is not None:
+            return self.cancelled
         if deadline.cancel_called:
             return f'Cancelled: the plan timed out after {self.timeout:g} s (timeout)'
         return 'Cancelled: the plan run was cancelled'

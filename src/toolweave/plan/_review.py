@@ -33,7 +33,7 @@ from toolweave.approval import (
     review_plan,
 )
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._kernel import Call, Extension, Run, StepFailed
+from toolweave.plan._kernel import Call, Extension, Run, StepFailed, StepParked
 from toolweave.plan._model import Plan
 from toolweave.plan._options import DEFAULT_MAX_STEPS
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
@@ -66,9 +66,12 @@ class Review(Extension):
     reason (unknown after a crash)."""
 
     def __init__(self, decisions: Mapping[int, ReviewDecision] | None = None,
-                 item_decisions: Mapping[tuple[int, int], ReviewDecision] | None = None) -> None:
+                 item_decisions: Mapping[tuple[int, int], ReviewDecision] | None = None,
+                 item_parks: Mapping[tuple[int, int], tuple[str, Mapping[str, Any]]] | None = None) -> None:
         self.decisions = decisions or {}
         self.item_decisions = item_decisions or {}
+        self.item_parks = item_parks or {}
+        """Elements to park when reached (unknown after a crash), with why."""
         self.admitted: dict[tuple[int, int], tuple[ReviewDecision, bool]] = {}
         """Calls admitted and not yet made: their decision, and whether it was made ahead (then it is recorded
         as it answers the call)."""
@@ -91,6 +94,9 @@ class Review(Extension):
         tool = run.tools[record.index]
         assert tool is not None  # only select steps have none, and they call nothing
         key = (record.index, -1 if item is None else item.index)
+        if self.item_parks and key in self.item_parks:
+            reason, detail = self.item_parks[key]
+            raise StepParked(reason, detail)
         decision = self.item_decisions.get(key) if item is not None and self.item_decisions else None
         if decision is None and self.decisions:
             decision = self.decisions.get(record.index)
@@ -123,12 +129,13 @@ class Review(Extension):
 
 
 def reviewing(prepared: Prepared, decided: Decided | None = None,
-              item_decisions: Mapping[tuple[int, int], ReviewDecision] | None = None) -> list[Extension]:
+              item_decisions: Mapping[tuple[int, int], ReviewDecision] | None = None,
+              item_parks: Mapping[tuple[int, int], tuple[str, Mapping[str, Any]]] | None = None) -> list[Extension]:
     """The `Review` extension a run of `prepared` needs: when it calls a gated tool or has decisions made ahead
     (none otherwise: a plan with no gated step pays nothing)."""
     decisions = decided.decisions if decided is not None else {}
-    if decisions or item_decisions:
-        return [Review(decisions, item_decisions)]
+    if decisions or item_decisions or item_parks:
+        return [Review(decisions, item_decisions, item_parks)]
     seen: set[int] = set()
     for tool in prepared.tools:
         if tool is not None and id(tool) not in seen:

@@ -258,7 +258,7 @@ class PlanStream:
         self._closed = True
         self._stop('the plan was given up')
         if self._run is not None and not self._done.is_set():
-            self._run.abandon(reason)
+            self._run.cancel(reason)
 
     @property
     def done(self) -> bool:

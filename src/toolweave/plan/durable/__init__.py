@@ -6,7 +6,8 @@
 - `resume_plan(run_id, tools, store=...)` goes on after a crash or once decisions arrive: no step that ended runs
   again; a step that had started runs again only if its tool is idempotent or read-only, else it parks as unknown
   after a crash.
-- `decide(run_id, step_id, decision, store=...)` records a decision for a parked step.
+- `decide(run_id, step_id, decision, store=...)` records a decision for a parked step; `resolve_step` records what
+  a parked step did (it ran, but its run could not record it), `retry_step` asks a failed step to run again.
 - Stores: `SqliteStore` (a file, WAL mode; the default for a path or `sqlite:///...`) and `PostgresStore`
   (`postgresql://...`, the `postgres` extra), both `PlanStore`s; `open_store(url)` opens either.
 """
@@ -20,8 +21,12 @@ from toolweave.plan.durable._runs import (
     decide,
     decide_sync,
     open_store,
+    resolve_step,
+    resolve_step_sync,
     resume_plan,
     resume_plan_sync,
+    retry_step,
+    retry_step_sync,
 )
 from toolweave.plan.durable._sqlite import SqliteStore
 from toolweave.plan.durable._store import LEASE_SECONDS, PlanStore, RunInfo, RunStatus, StoredRun, Transition
@@ -33,8 +38,12 @@ __all__ = (
     'open_store',
     'PlanStore',
     'PostgresStore',
+    'resolve_step',
+    'resolve_step_sync',
     'resume_plan',
     'resume_plan_sync',
+    'retry_step',
+    'retry_step_sync',
     'RunInfo',
     'RunStatus',
     'SqliteStore',

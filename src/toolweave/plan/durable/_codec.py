@@ -14,15 +14,17 @@ from toolweave.approval import ReviewDecision
 from toolweave.exceptions import UserError
 from toolweave.plan._kernel import Prefill
 from toolweave.plan._model import Condition, Plan, PlanStep, StepForms, StepStatus
-from toolweave.plan._record import ItemRecord, StepRecord, parse_output
+from toolweave.plan._record import ItemRecord, StepRecord, StepResult, parse_output
 from toolweave.plan.durable._store import Transition
 
 __all__ = (
     'Folded',
+    'ItemState',
     'decision_data',
     'decision_from',
     'dumps',
     'fold',
+    'outcome_transition',
     'plan_data',
     'plan_from_data',
     'plan_hash',
@@ -106,6 +108,8 @@ def transition_of(record: StepRecord, status: StepStatus, at: float, detail: Map
     if item is not None:
         if status == 'succeeded':
             return Transition(record.id, status, at, None, item.output, dumps(item.value), 0, None, item.index)
+        if status == 'running':
+            detail = {**(detail or {}), 'arguments': item.arguments}
         return Transition(record.id, status, at, item.error, None, None, 0, None if not detail else dumps(detail),
                           item.index)
     if status == 'succeeded':
@@ -115,6 +119,13 @@ def transition_of(record: StepRecord, status: StepStatus, at: float, detail: Map
         return Transition(record.id, status, at, None, record.output, dumps(record.ref_value),
                           IS_TEXT if record.is_text else 0)
     return Transition(record.id, status, at, record.error, None, None, 0, None if not detail else dumps(detail))
+
+
+def outcome_transition(step_id: str, result: StepResult, at: float, detail: Mapping[str, Any] | None) -> Transition:
+    """The `succeeded` transition of a step whose outcome a person records (see `resolve_step`)."""
+    flags = (FROM_OUTPUT if result.from_output else 0) | (IS_TEXT if result.is_text else 0)
+    return Transition(step_id, 'succeeded', at, None, result.output,
+                      None if result.from_output else dumps(result.ref_value), flags, dumps(detail) if detail else None)
 
 
 def prefill(t: Transition) -> Prefill:
@@ -131,6 +142,26 @@ def prefill(t: Transition) -> Prefill:
 
 
 @dataclass(slots=True)
+class ItemState:
+    """One element of a `for_each` step as its transitions leave it."""
+
+    last: Transition
+    """Its last transition."""
+    arguments: Any = None
+    """The arguments it was called with (from its last start)."""
+
+    def record(self, index: int) -> ItemRecord:
+        """The element's record as the run left it."""
+        last = self.last
+        if last.status == 'succeeded':
+            value = json.loads(last.value) if last.value is not None else None
+            return ItemRecord(index, self.arguments, 'succeeded', last.output, value, None, None, None)
+        status = last.status
+        assert status in ('failed', 'parked', 'running', 'cancelled', 'reviewing')
+        return ItemRecord(index, self.arguments, status, None, None, last.error, None, None)
+
+
+@dataclass(slots=True)
 class StepState:
     """One step as its transitions leave it."""
 
@@ -142,6 +173,12 @@ class StepState:
     """Whether that decision came after the last other transition (a parked step with a decision to run under)."""
     arguments: Any = None
     """The arguments its last start ran with when a reviewer's edit changed them (`None`: the plan's own)."""
+    started_at: float | None = None
+    """When (wall clock) it last started."""
+    parked_items: tuple[int, ...] = ()
+    """The elements its last parking was about (a `for_each` step): what a decision after it decides."""
+    items: dict[int, ItemState] = field(default_factory=dict[int, ItemState])
+    """A `for_each` step's elements that the journal has seen, by index."""
 
 
 @dataclass(slots=True)
@@ -155,22 +192,41 @@ class Folded:
 
 
 def fold(transitions: Sequence[Transition]) -> Folded:
+    """Every step's state from its transitions, in the order they were appended. A decision stays the step's to
+    run under after a `parked` transition marked `again` (the step parked once more by a resume that had not seen
+    the decision yet); a `retry` makes a failed step one that has not ended."""
     folded = Folded()
     steps = folded.steps
     for t in transitions:
-        if t.item is not None:
-            continue  # per-element transitions of a step that runs one call per element: kept, not folded yet
         state = steps.get(t.step_id)
         if state is None:
             state = steps[t.step_id] = StepState()
         if t.status == 'ready':
             continue
+        if t.item is not None:
+            item = state.items.get(t.item)
+            if item is None:
+                item = state.items[t.item] = ItemState(t)
+            item.last = t
+            if t.status == 'running' and t.detail:
+                item.arguments = json.loads(t.detail).get('arguments')
+            continue
         if t.status == 'decided':
             state.decision = decision_from(json.loads(t.detail or '{}'))
             state.decided_last = True
             continue
+        if t.status == 'retry':
+            state.last = None
+            state.decided_last = False
+            continue
+        if t.status == 'parked':
+            detail = json.loads(t.detail) if t.detail else {}
+            if state.decided_last and detail.get('again'):
+                continue
+            state.parked_items = tuple(detail.get('items') or ())
         if t.status == 'running':
             state.arguments = json.loads(t.detail).get('arguments') if t.detail else None
+            state.started_at = t.at
         state.last = t
         state.decided_last = False
     return folded

@@ -15,23 +15,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from toolweave.exceptions import PlanStoreError
-from toolweave.plan._kernel import Extension
+from toolweave.exceptions import PlanStoreError, RunLostError
+from toolweave.plan._kernel import CancelRun, Extension
 from toolweave.plan._model import StepStatus
 from toolweave.plan._record import ItemRecord, StepRecord
 from toolweave.plan.durable._codec import transition_of
-from toolweave.plan.durable._store import PlanStore, Transition
+from toolweave.plan.durable._store import PlanStore, StoreBusy, Transition, patiently
 
-__all__ = ('Journal',)
+__all__ = ('Journal', 'held_clock')
 
 
 class Journal(Extension):
-    """The journal of one durable run (see the module docstring)."""
+    """The journal of one durable run (see the module docstring): its writes are fenced by the run's `owner`
+    token (see `toolweave.plan.durable._sql`), so a process that lost the run writes nothing more and stops at once
+    (`RunLostError`), and a person's request to cancel the run, read back with every write, cancels it."""
 
     def __init__(self, store: PlanStore, run_id: str, owner: str) -> None:
         self.store = store
@@ -41,9 +44,16 @@ class Journal(Extension):
         self.noted = 0
         """Transitions noted so far."""
         self.written = 0
-        """Transitions written so far (a prefix of those noted)."""
-        self.failure: PlanStoreError | None = None
-        self._lock: anyio.Lock | None = None
+        """Transitions written so far (a prefix of those noted): the next write's sequence number."""
+        self.failure: Exception | None = None
+        """Why the journal cannot write any more (the store failed, the run was lost): every later write raises it."""
+        self.cancel: str | None = None
+        """Why a person asked the run to stop, once a write or a heartbeat read it back."""
+        self.confirmed = held_clock()
+        """When (`held_clock`) the store last confirmed that this process holds the run."""
+        self._lock = anyio.Lock()
+        self._in_flight = False
+        """Whether a write is on its way in a worker thread (an inline write would then jump the queue)."""
 
     def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
                    item: ItemRecord | None) -> None:
@@ -61,33 +71,82 @@ class Journal(Extension):
         self.noted += 1
 
     async def sync(self) -> None:
+        """Write what was noted, and make sure the run is still this process's: if no write confirmed that for
+        half a lease (the process may have been paused), ask the store before a tool is called. Raises
+        `RunLostError` when it is not, `CancelRun` when a person asked the run to stop."""
         await self.flush()
+        if held_clock() - self.confirmed > self.store.lease / 2:
+            await self.confirm()
+        if self.cancel is not None:
+            raise CancelRun(f'a person asked the run to stop ({self.cancel})')
+
+    async def confirm(self) -> None:
+        """Ask the store whether this process still holds the run (renewing its lease)."""
+        if self.failure is not None:
+            raise self.failure
+        async with self._lock:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.beat)
 
     async def flush(self) -> None:
         if self.failure is not None:
             raise self.failure
         if self.written == self.noted:
             return
-        if self.store.inline:  # a local file: written here, without the trip to a worker thread
+        if self.store.inline and not self._in_flight:  # a local file: written here, without a trip to a thread
             batch, self.buffer = self.buffer, []
-            self._write(batch)
-            return
-        if self._lock is None:
-            self._lock = anyio.Lock()
+            try:
+                self._write(batch, patient=False)
+                return
+            except StoreBusy:  # another process holds the file's lock: wait for it in a thread, not here
+                self.buffer[:0] = batch
         target = self.noted
         while self.written < target:
             async with self._lock:  # one write at a time; whoever waited writes what was noted meanwhile too
                 if self.written < target:
                     batch, self.buffer = self.buffer, []  # taken here, in the event loop's thread
-                    with anyio.CancelScope(shield=True):  # a batch taken is written, even by a cancelled task
-                        await anyio.to_thread.run_sync(self._write, batch)
+                    self._in_flight = True
+                    try:
+                        with anyio.CancelScope(shield=True):  # a batch taken is written, even by a cancelled task
+                            await anyio.to_thread.run_sync(self._write, batch, True)
+                    finally:
+                        self._in_flight = False
 
-    def _write(self, batch: list[Transition]) -> None:
+    def _write(self, batch: list[Transition], patient: bool) -> None:
         try:
-            self.store.append(self.run_id, self.owner, batch)
+            with patiently(self.store) if patient else nullcontext():
+                cancel = self.store.append(self.run_id, self.owner, batch, seq=self.written)
+        except StoreBusy:
+            raise
+        except RunLostError as exc:
+            self.failure = exc
+            raise
         except PlanStoreError as exc:
             self.failure = PlanStoreError(f'{exc}. The run stopped: a step cannot start unless its start is '
                                           'recorded. Everything recorded before is intact; resume the run once the '
                                           'store is back.')
             raise self.failure from exc
         self.written += len(batch)
+        self.confirmed = held_clock()
+        if cancel is not None:
+            self.cancel = cancel
+
+    def beat(self) -> None:
+        """Renew the run's lease (fenced, in a worker thread or the heartbeat's); reads back a cancel request."""
+        try:
+            with patiently(self.store):
+                cancel = self.store.heartbeat(self.run_id, self.owner)
+        except RunLostError as exc:
+            self.failure = exc
+            raise
+        self.confirmed = held_clock()
+        if cancel is not None:
+            self.cancel = cancel
+
+
+def held_clock() -> float:
+    """Seconds on a clock that also runs while the machine sleeps (a suspended laptop or VM loses its lease too)."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, 'CLOCK_BOOTTIME', time.CLOCK_MONOTONIC)

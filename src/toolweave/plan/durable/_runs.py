@@ -25,23 +25,27 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from toolweave.approval import ReviewDecision, ReviewHandler, record_approvals, use_review_handler
-from toolweave.exceptions import PlanMismatchError, PlanStoreError, PlanValidationError, UserError
-from toolweave.plan._kernel import Prefill, Run
+from toolweave.exceptions import PlanMismatchError, PlanStoreError, PlanValidationError, RunLostError, UserError
+from toolweave.plan._kernel import Extension, Prefill, Run
 from toolweave.plan._observe import observers
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems
-from toolweave.plan._record import EventHandler, PlanRun
+from toolweave.plan._record import EventHandler, ItemRecord, PlanRun, step_result
 from toolweave.plan._review import Decided, review_ahead, reviewing
 from toolweave.plan._validate import Prepared, as_toolset, prepare
 from toolweave.plan.durable._codec import (
     Folded,
+    outcome_transition,
     decision_data,
     dumps,
     fold,
@@ -59,14 +63,17 @@ from toolweave.plan.durable._store import (
     PlanStore,
     RunInfo,
     RunStatus,
+    StoreBusy,
     Transition,
     new_owner,
+    patiently,
     release_owner,
 )
-from toolweave.tools import Tool, ToolCallContext, Toolset, ToolsetItem
+from toolweave._json import compact
+from toolweave.tools import Tool, ToolCallContext, ToolResult, Toolset, ToolsetItem
 
-__all__ = ('StoreLike', 'decide', 'decide_sync', 'open_store', 'opened', 'resume_plan', 'resume_plan_sync',
-           'start_run')
+__all__ = ('StoreLike', 'decide', 'decide_sync', 'open_store', 'opened', 'resolve_step', 'resolve_step_sync',
+           'resume_plan', 'resume_plan_sync', 'retry_step', 'retry_step_sync', 'start_run')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -99,16 +106,31 @@ def open_store(store: StoreLike) -> PlanStore:
                                  '`sqlite:///relative/path.db` or `sqlite:////absolute/path.db`.')
         options = dict(part.partition('=')[::2] for part in query.split('&') if part)
         synchronous = options.pop('synchronous', 'normal').lower()
+        lease = _seconds(options.pop('lease', None), text)
         if options or synchronous not in ('normal', 'full'):
-            raise PlanStoreError(f'Cannot open plan store {text!r}: the only SQLite option is `?synchronous=normal` or '
-                                 f'`?synchronous=full`, got {query!r}.')
+            raise PlanStoreError(f'Cannot open plan store {text!r}: SQLite options are `?synchronous=normal` or '
+                                 f'`?synchronous=full`, and `?lease=SECONDS`; got {query!r}.')
         if not rest:
             raise PlanStoreError(f'Cannot open plan store {text!r}: no file. Write `sqlite:///runs.db`.')
-        return SqliteStore(rest, synchronous='full' if synchronous == 'full' else 'normal')
+        return SqliteStore(rest, synchronous='full' if synchronous == 'full' else 'normal',
+                           lease=LEASE_SECONDS if lease is None else lease)
     if '://' in text:
         raise PlanStoreError(f'Cannot open plan store {text!r}: unknown kind of store. Use `sqlite:///runs.db` (a '
                              'file) or `postgresql://user@host/db` (with `pip install "toolweave[postgres]"`).')
     return SqliteStore(text)
+
+
+def _seconds(text: str | None, url: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise PlanStoreError(f'Cannot open plan store {url!r}: `?lease=` must be a positive number of seconds, got '
+                             f'{text!r}.')
+    return value
 
 
 @asynccontextmanager
@@ -125,10 +147,18 @@ async def opened(store: StoreLike) -> AsyncIterator[PlanStore]:
 
 
 async def _call(store: PlanStore, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """A store operation: straight from the event loop for an inline store, else in a worker thread."""
+    """A store operation: straight from the event loop for an inline store (unless another process holds its
+    lock: then in a worker thread, which may wait), else in a worker thread."""
     if store.inline:
-        return work(*args, **kwargs)
-    return await anyio.to_thread.run_sync(partial(work, *args, **kwargs))
+        try:
+            return work(*args, **kwargs)
+        except StoreBusy:
+            pass
+
+    def patient() -> T:
+        with patiently(store):
+            return work(*args, **kwargs)
+    return await anyio.to_thread.run_sync(patient)
 
 
 def check_run_id(run_id: object) -> str:
@@ -249,6 +279,50 @@ def decide_sync(run_id: str, step_id: str, decision: ReviewDecision, *, store: S
     anyio.run(partial(decide, run_id, step_id, decision, store=store))
 
 
+async def resolve_step(run_id: str, step_id: str, output: Any, *, store: StoreLike, reason: str | None = None) -> None:
+    """Record what a parked step did ("resolve as done"): it ran, but its run could not record it (unknown after a
+    crash), or a person did its work by hand. The step counts as succeeded with `output` (text, or JSON data: what
+    the steps that refer to it read), and the next `resume_plan` runs the steps that depend on it.
+
+    Raises:
+        UnknownRunError: the store has no run `run_id`.
+        DecisionError: the step is not parked.
+        UserError: `output` is not text or JSON data.
+    """
+    try:
+        result = step_result(ToolResult.success(output) if isinstance(output, str) else
+                             ToolResult.success(compact(output), output))
+    except (TypeError, ValueError) as exc:
+        raise UserError(f'The output of a resolved step must be text or JSON data: {exc}.') from None
+    transition = outcome_transition(step_id, result, time.time(), {'resolved': True, 'reason': reason})
+    async with opened(store) as plans:
+        await _call(plans, plans.decide, check_run_id(run_id), transition)
+
+
+def resolve_step_sync(run_id: str, step_id: str, output: Any, *, store: StoreLike, reason: str | None = None) -> None:
+    """`resolve_step` for scripts with no event loop running."""
+    anyio.run(partial(resolve_step, run_id, step_id, output, store=store, reason=reason))
+
+
+async def retry_step(run_id: str, step_id: str, *, store: StoreLike, reason: str | None = None) -> None:
+    """Ask a failed step of a stored run to run again: the next `resume_plan` runs it (under the decision it ran
+    under, if it is gated and had one), and the steps skipped because it failed run after it; nothing that
+    succeeded runs again.
+
+    Raises:
+        UnknownRunError: the store has no run `run_id`.
+        DecisionError: the step did not fail (it is running, parked, succeeded, or already asked to run again).
+    """
+    async with opened(store) as plans:
+        await _call(plans, plans.decide, check_run_id(run_id),
+                    Transition(step_id, 'retry', time.time(), reason, detail=dumps({'reason': reason})))
+
+
+def retry_step_sync(run_id: str, step_id: str, *, store: StoreLike, reason: str | None = None) -> None:
+    """`retry_step` for scripts with no event loop running."""
+    anyio.run(partial(retry_step, run_id, step_id, store=store, reason=reason))
+
+
 async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler: ReviewHandler | None,
                   context: ToolCallContext, on_event: EventHandler | None, refused: frozenset[str]) -> PlanRun:
     owner = new_owner()
@@ -280,25 +354,31 @@ async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Too
     run_id, owner = info.run_id, info.owner
     assert owner is not None
     journal = Journal(store, run_id, owner)
-    beat = _Heartbeat(store, run_id, owner)
+    beat: _Heartbeat | None = None
     status: RunStatus | None = None
     try:
-        prepared, ended, decided = await _ahead(store, info, journal, prepared, tools, options, folded, context,
-                                                refused)
-        beat.start()
-        async with _on_workers(store, options, run_id, prepared, folded) as prepared:
+        prepared, known = await _ahead(store, info, journal, prepared, tools, options, folded, context, refused)
+        decided = known.decided
+        async with _on_workers(store, options, run_id, prepared, folded) as dispatch:
             run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
                       missing_field=options.missing_field, context=context,
-                      extensions=[journal, *reviewing(prepared, decided), *observers(on_event)], ended=ended,
-                      park=decided.park)
+                      extensions=[journal, *reviewing(prepared, decided, known.item_decisions, known.item_parks),
+                                  *observers(on_event), *dispatch],
+                      ended=known.ended, items=known.items, park=decided.park)
             if decided.rejected is not None:
                 run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
+            beat = _Heartbeat(journal, run)
             result = await run.run(timeout=options.timeout, max_output_chars=options.max_output_chars)
         await journal.flush()
-        status = 'suspended' if result.parked else 'finished' if result.succeeded + result.failed + result.skipped + (
-            result.cancelled if decided.rejected is not None else 0) == result.total else 'stopped'
+        if run.cancelled is not None and journal.cancel is not None:
+            status = 'cancelled'
+        else:
+            status = 'suspended' if result.parked else 'finished' if (
+                result.succeeded + result.failed + result.skipped
+                + (result.cancelled if decided.rejected is not None else 0) == result.total) else 'stopped'
     finally:
-        beat.stop()
+        if beat is not None:
+            beat.stop()
         with anyio.CancelScope(shield=True):
             await _let_go(store, run_id, owner, status, journal)
     result.run_id = run_id
@@ -307,17 +387,18 @@ async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Too
 
 async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Prepared, tools: Toolset,
                  options: RunOptions, folded: Folded, context: ToolCallContext,
-                 refused: frozenset[str]) -> tuple[Prepared, dict[int, Prefill], Decided]:
+                 refused: frozenset[str]) -> tuple[Prepared, Known]:
     """What the stored run, and a whole-plan review (once per run), tell about its steps before they run: the plan
-    (as the reviewer left it), the steps that ended, and the decisions and steps to park."""
+    (as the reviewer left it), what ended, and the decisions and steps to park."""
+    workers = options.workers is not None
     if info.review is not None or options.review_mode != 'whole_plan':
-        ended, decided = _from_folded(prepared, folded, workers=options.workers is not None)
-        decided.rejected = None if info.review is None else json.loads(info.review).get('rejected')
-        return prepared, ended, decided
+        known = _from_folded(prepared, folded, workers=workers)
+        known.decided.rejected = None if info.review is None else json.loads(info.review).get('rejected')
+        return prepared, known
     reviewed, review = await review_ahead(prepared, tools, context, max_steps=options.max_steps, refused=refused)
-    ended, decided = _from_folded(reviewed, folded, workers=options.workers is not None)
+    known = _from_folded(reviewed, folded, workers=workers)
     if review is None:
-        return reviewed, ended, decided
+        return reviewed, known
     now = time.time()
     steps = reviewed.plan.steps
     for index, decision in review.decisions.items():
@@ -327,53 +408,117 @@ async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Pr
     stored = {'rejected': review.rejected, 'parked': {steps[i].id: reason for i, (reason, _) in review.park.items()}}
     await _call(store, store.update, info.run_id, journal.owner, review=dumps(stored),
                 plan=plan_text(reviewed.plan) if reviewed is not prepared else None)
+    decided = known.decided
     decided.decisions = {**decided.decisions, **review.decisions}
-    decided.park = {**{i: p for i, p in review.park.items() if i not in ended}, **decided.park}
+    decided.park = {**{i: p for i, p in review.park.items() if i not in known.ended}, **decided.park}
     decided.rejected = review.rejected
-    return reviewed, ended, decided
+    return reviewed, known
 
 
 def _on_workers(store: PlanStore, options: RunOptions, run_id: str, prepared: Prepared,
-                folded: Folded) -> AbstractAsyncContextManager[Prepared]:
-    """`prepared` as it runs: its steps' tool calls sent to the workers of `options.workers` while the block runs,
-    or as it is."""
+                folded: Folded) -> AbstractAsyncContextManager[list[Extension]]:
+    """The extensions a run needs while the block runs: the one sending its steps' tool calls to the workers of
+    `options.workers`, or none."""
     if options.workers is None:
-        return nullcontext(prepared)
+        return nullcontext([])
     from toolweave.plan.workers._dispatch import dispatched  # DBOS is imported by runs on workers only
 
-    return dispatched(store, options.workers, run_id, prepared, folded)
+    return _listed(dispatched(store, options.workers, run_id, prepared, folded))
 
 
-def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -> tuple[dict[int, Prefill], Decided]:
+@asynccontextmanager
+async def _listed(dispatch: AbstractAsyncContextManager[Extension]) -> AsyncIterator[list[Extension]]:
+    async with dispatch as extension:
+        yield [extension]
+
+
+@dataclass(slots=True)
+class Known:
+    """What a stored run's transitions tell about its steps before they run again."""
+
+    ended: dict[int, Prefill] = field(default_factory=dict[int, Prefill])
+    """Steps that ended (succeeded, failed, or skipped by their own false condition)."""
+    items: dict[int, list[ItemRecord]] = field(default_factory=dict[int, list[ItemRecord]])
+    """Elements that ended, of `for_each` steps that did not."""
+    decided: Decided = field(default_factory=Decided)
+    """Decisions per step, and the steps to park."""
+    item_decisions: dict[tuple[int, int], ReviewDecision] = field(default_factory=dict[tuple[int, int],
+                                                                                           ReviewDecision])
+    """Decisions for the elements of a `for_each` step that a person was asked about."""
+    item_parks: dict[tuple[int, int], tuple[str, Mapping[str, Any]]] = field(
+        default_factory=dict[tuple[int, int], tuple[str, Mapping[str, Any]]])
+    """Elements to park when they are reached (unknown after a crash, nobody asked yet), with why."""
+
+
+def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -> Known:
     """The kernel's and the reviewer's view of the stored transitions (see the module docstring for the rules):
-    the steps that ended, and the decisions and steps to park. On `workers`, a step that had started is called
-    again whatever its tool: the call attaches to the workflow that ran it (by its id), which gives its recorded
-    outcome, or parks it if its worker died and its tool may not run twice."""
-    ended: dict[int, Prefill] = {}
-    decided = Decided()
+    the steps and elements that ended, and the decisions and steps to park. A step skipped because of another
+    step is not kept: the kernel skips it again, or runs it if that step runs again (a person retried it). On
+    `workers`, a step that had started is called again whatever its tool: the call attaches to the workflow that
+    ran it (by its id), which gives its recorded outcome, or parks it if its worker died and its tool may not run
+    twice."""
+    known = Known()
+    decided = known.decided
     for index, step in enumerate(prepared.plan.steps):
         state = folded.steps.get(step.id)
         if state is None:
             continue
+        tool = prepared.tools[index]
+        repeatable = workers or tool is None or _runs_again(tool)
+        asked = set(state.parked_items) | {i for i, item in state.items.items() if item.last.status == 'parked'}
+        unknown = {i for i, item in state.items.items() if not repeatable and _started_not_ended(item.last)}
         if state.decision is not None:
-            decided.decisions[index] = state.decision
+            if state.decided_last and state.items:  # a decision about the elements the person was asked about
+                known.item_decisions.update({(index, i): state.decision for i in asked})
+            else:
+                decided.decisions[index] = state.decision
+        if tool is not None:
+            for i in sorted(unknown - asked if state.decided_last else ()):
+                item = state.items[i]
+                known.item_parks[(index, i)] = (_unknown_reason(tool, item.last, item.last.at, f'element {i}'), {
+                    'unknown_after_crash': True, 'started_at': item.last.at, 'tool': tool.name, 'items': [i]})
+        done = [item.record(i) for i, item in state.items.items() if item.last.status in ('succeeded', 'failed')]
         last = state.last
         if last is None or state.decided_last:
+            if done:
+                known.items[index] = done
             continue
-        if last.status in ('succeeded', 'failed', 'skipped'):
-            ended[index] = prefill(last)._replace(arguments=state.arguments)
-        elif last.status == 'parked':
-            decided.park[index] = (last.error or 'waiting for a decision', json.loads(last.detail or '{}'))
-        elif last.status == 'running' or (last.status == 'cancelled' and json.loads(last.detail or '{}').get(
-                'started')):
-            tool = prepared.tools[index]
-            if not workers and tool is not None and not _runs_again(tool):
-                decided.park[index] = (
-                    f'Unknown after a crash: the step started at {when(last.at)} and its run stopped before it '
-                    f'ended. Its tool {tool.name!r} is not marked idempotent or read-only, so it was not run again. '
-                    'Approve to run it again, or reject to fail it.',
-                    {'unknown_after_crash': True, 'started_at': last.at, 'tool': tool.name})
-    return ended, decided
+        if last.status == 'succeeded' or last.status == 'failed':
+            known.ended[index] = prefill(last)._replace(arguments=state.arguments)
+            continue
+        if last.status == 'skipped':
+            fill = prefill(last)
+            if fill.condition == step.id:  # its own condition was false: an outcome of its own
+                known.ended[index] = fill
+            continue
+        if done:
+            known.items[index] = done
+        if last.status == 'parked':
+            decided.park[index] = (last.error or 'waiting for a decision',
+                                   {**json.loads(last.detail or '{}'), 'again': True})
+        elif _started_not_ended(last) and not repeatable:
+            assert tool is not None
+            waiting = sorted(unknown) if state.items else []
+            what = (f'element{"s" if len(waiting) > 1 else ""} {", ".join(map(str, waiting))} of the step' if waiting
+                    else 'the step')
+            decided.park[index] = (_unknown_reason(tool, last, state.started_at or last.at, what), {
+                'unknown_after_crash': True, 'started_at': state.started_at or last.at, 'tool': tool.name,
+                'items': waiting, 'again': True})
+    return known
+
+
+def _unknown_reason(tool: Tool, last: Transition, started_at: float, what: str) -> str:
+    why = 'its run stopped before it ended' if last.status == 'running' else (
+        f'its run stopped it before it ended ({last.error or "cancelled"})')
+    return (f'Unknown after a crash: {what} started at {when(started_at)} and {why}. Its tool {tool.name!r} is not '
+            'marked idempotent or read-only, so it was not run again. Approve to run it again, resolve it as done '
+            'with what it did, or reject to fail it.')
+
+
+def _started_not_ended(last: Transition) -> bool:
+    """Whether a step (or element) had started and its run stopped before it ended."""
+    return last.status == 'running' or (last.status == 'cancelled' and bool(
+        json.loads(last.detail or '{}').get('started')))
 
 
 def _runs_again(tool: Tool) -> bool:
@@ -385,11 +530,15 @@ def _runs_again(tool: Tool) -> bool:
 async def _let_go(store: PlanStore, run_id: str, owner: str, status: RunStatus | None,
                   journal: Journal | None = None) -> None:
     """Write what is left and give the run up; a store that fails here is logged, not raised (the run's own
-    outcome, or its own error, is what the caller needs)."""
+    outcome, or its own error, is what the caller needs). A run this process lost is not touched."""
     try:
+        if journal is not None and isinstance(journal.failure, RunLostError):
+            return
         if journal is not None and journal.failure is None:
             await journal.flush()
         await _call(store, store.update, run_id, owner, status=status or 'stopped', release=True)
+    except RunLostError:
+        pass
     except PlanStoreError as exc:
         logger.warning('Could not record the end of plan run %r: %s', run_id, exc)
     finally:
@@ -397,27 +546,38 @@ async def _let_go(store: PlanStore, run_id: str, owner: str, status: RunStatus |
 
 
 class _Heartbeat:
-    """Renews the run's lease from a daemon thread while it runs (a long step writes nothing for a while)."""
+    """Renews the run's lease from a daemon thread while it runs (a long step writes nothing for a while), every
+    third of the lease. A renewal that finds the run lost stops the run at once (its running steps are cancelled,
+    nothing more starts); one that reads a person's request to stop cancels it."""
 
-    def __init__(self, store: PlanStore, run_id: str, owner: str) -> None:
-        self._store, self._run_id, self._owner = store, run_id, owner
+    def __init__(self, journal: Journal, run: Run) -> None:
+        self._journal, self._run = journal, run
+        self._token = anyio.lowlevel.current_token()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        renew = getattr(self._store, 'heartbeat', None)
-        if renew is None:
-            return
-        self._thread = threading.Thread(target=self._beat, args=(renew,), name=f'toolweave-lease-{self._run_id}',
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._beat, name=f'toolweave-lease-{journal.run_id}', daemon=True)
         self._thread.start()
 
-    def _beat(self, renew: Callable[[str, str], None]) -> None:
-        while not self._stop.wait(LEASE_SECONDS / 3):
+    def _beat(self) -> None:
+        journal, run = self._journal, self._run
+        while not self._stop.wait(journal.store.lease / 3):
             try:
-                renew(self._run_id, self._owner)
-            except Exception as exc:  # the journal reports a store that fails; this only must not die loudly
-                logger.debug('Lease renewal of plan run %r failed: %r', self._run_id, exc)
+                journal.beat()
+            except RunLostError as exc:
+                self._tell(run.stop, exc)
+                return
+            except Exception as exc:  # a store that fails: the journal's next write reports it
+                logger.debug('Lease renewal of plan run %r failed: %r', journal.run_id, exc)
+                continue
+            if journal.cancel is not None:
+                self._tell(run.cancel, f'Cancelled: a person asked the run to stop ({journal.cancel})')
+
+    def _tell(self, what: Callable[[Any], None], argument: Any) -> None:
+        if self._stop.is_set():
+            return
+        try:
+            anyio.from_thread.run_sync(what, argument, token=self._token)
+        except RuntimeError:  # the event loop is gone: the run is over
+            pass
 
     def stop(self) -> None:
         self._stop.set()

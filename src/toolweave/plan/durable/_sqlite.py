@@ -4,18 +4,24 @@ Writes are short transactions made straight from the event loop (`inline`): in W
 `synchronous=NORMAL` (the default here) a commit appends to the write-ahead log without waiting for the disk, so
 a process that is killed loses nothing it committed; a power cut or an operating-system crash may lose the last
 commits. `?synchronous=full` in the URL makes every commit wait for the disk.
+
+The event loop never waits for another writer: from there an operation waits at most `_BUSY_MS` for the file's
+write lock, and if another process holds it longer, the operation goes to a worker thread (`patiently`), which
+waits up to `_PATIENT_MS`.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
 from toolweave.exceptions import PlanStoreError, UserError
-from toolweave.plan.durable._sql import SCHEMA_VERSION, SqlStore
+from toolweave.plan.durable._sql import SCHEMA_VERSION, UNIQUE_WRITES, SqlStore, upgrade_statements
+from toolweave.plan.durable._store import LEASE_SECONDS, StoreBusy
 
 __all__ = ('SqliteStore',)
 
@@ -25,13 +31,20 @@ _SCHEMA = (
     'CREATE TABLE IF NOT EXISTS toolweave_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)',
     'CREATE TABLE IF NOT EXISTS toolweave_runs (run_id TEXT PRIMARY KEY, plan_hash TEXT NOT NULL, plan TEXT NOT NULL, '
     'options TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, owner TEXT, '
-    'heartbeat_at REAL, review TEXT)',
+    f'heartbeat_at REAL, review TEXT, epoch INTEGER NOT NULL DEFAULT 0, lease REAL NOT NULL DEFAULT {LEASE_SECONDS}, '
+    'cancel TEXT, name TEXT)',
     'CREATE TABLE IF NOT EXISTS toolweave_transitions (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, '
     'step_id TEXT NOT NULL, item INTEGER, status TEXT NOT NULL, at REAL NOT NULL, error TEXT, output TEXT, '
-    'output_blob TEXT, value TEXT, value_blob TEXT, flags INTEGER NOT NULL DEFAULT 0, detail TEXT)',
+    'output_blob TEXT, value TEXT, value_blob TEXT, flags INTEGER NOT NULL DEFAULT 0, detail TEXT, epoch INTEGER, '
+    'seq INTEGER)',
     'CREATE INDEX IF NOT EXISTS toolweave_transitions_by_run ON toolweave_transitions (run_id)',
+    UNIQUE_WRITES,
     'CREATE TABLE IF NOT EXISTS toolweave_blobs (digest TEXT PRIMARY KEY, data TEXT NOT NULL)',
 )
+_BUSY_MS = 50
+"""How long an operation made from the event loop waits for another process's write lock."""
+_PATIENT_MS = 30_000
+"""How long an operation made from a worker thread waits for it."""
 
 
 class SqliteStore(SqlStore):
@@ -52,17 +65,23 @@ class SqliteStore(SqlStore):
         path: the database file (created if missing; its folder must exist).
         synchronous: `'normal'` (the default: a killed process loses nothing committed) or `'full'` (a commit
             also survives a power cut, at the cost of waiting for the disk on every step start).
+        lease: seconds a run's holder may go without a heartbeat before another process may take the run over.
     """
 
     inline = True
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous = 'normal') -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = 'normal',
+                 lease: float = LEASE_SECONDS) -> None:
         if synchronous not in ('normal', 'full'):
             raise UserError(f"SqliteStore synchronous must be 'normal' or 'full', got {synchronous!r}.")
         self.path = Path(path)
-        super().__init__(f'sqlite:///{self.path}')
+        super().__init__(f'sqlite:///{self.path}', lease=lease)
+        self._lock = threading.Lock()  # one connection, used from the event loop and from worker threads
+        self._patient = threading.local()
+        self._busy_ms = _BUSY_MS
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=_BUSY_MS / 1000)
         except sqlite3.Error as exc:
             raise PlanStoreError(f'Cannot open plan store {self.url}: {exc}. Check that the folder '
                                  f'{str(self.path.parent)!r} exists and is writable.') from exc
@@ -80,30 +99,57 @@ class SqliteStore(SqlStore):
         self.wal = mode == 'wal'
 
     def _setup(self) -> None:
-        with self._transaction() as cursor:
-            for statement in _SCHEMA:
-                cursor.execute(statement)
-            row = cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'").fetchone()
-            if row is None:
-                cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] != str(SCHEMA_VERSION):
+        with self.patiently(), self._transaction() as cursor:
+            row = None
+            if cursor.execute("SELECT name FROM sqlite_master WHERE name = 'toolweave_meta'").fetchone():
+                row = cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'").fetchone()
+            if row is not None and row[0] == '1':  # an older store: add what fencing needs, keep every run
+                for statement in upgrade_statements('REAL'):
+                    cursor.execute(statement)
+                cursor.execute("UPDATE toolweave_meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+            elif row is not None and row[0] != str(SCHEMA_VERSION):
                 raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads version '
                                      f'{SCHEMA_VERSION}. Use a new file, or the toolweave version that wrote it.')
+            for statement in _SCHEMA:
+                cursor.execute(statement)
+            if row is None:
+                cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
     @contextmanager
-    def _transaction(self, run_id: str | None = None) -> Iterator[sqlite3.Cursor]:
-        cursor = self._db.cursor()
-        cursor.execute('BEGIN IMMEDIATE')  # the write lock now, not at the first write: no upgrade deadlock
+    def patiently(self) -> Iterator[None]:
+        """Operations made inside the block (in this thread) wait for another writer's lock as long as it takes (up
+        to `_PATIENT_MS`): for worker threads, never for the event loop."""
+        self._patient.on = True
         try:
-            yield cursor
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.rollback()
-            raise
-        else:
-            cursor.execute('COMMIT')
+            yield
         finally:
-            cursor.close()
+            self._patient.on = False
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            cursor = self._db.cursor()
+            try:
+                wait = _PATIENT_MS if getattr(self._patient, 'on', False) else _BUSY_MS
+                if wait != self._busy_ms:
+                    cursor.execute(f'PRAGMA busy_timeout = {wait}')
+                    self._busy_ms = wait
+                try:
+                    cursor.execute('BEGIN IMMEDIATE')  # the write lock now, not at the first write: no upgrade deadlock
+                except sqlite3.OperationalError as exc:
+                    if wait == _BUSY_MS and 'locked' in str(exc):
+                        raise StoreBusy(f'Plan store {self.url} is being written by another process') from exc
+                    raise
+                try:
+                    yield cursor
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.rollback()
+                    raise
+                else:
+                    cursor.execute('COMMIT')
+            finally:
+                cursor.close()
 
     def _sql(self, query: str) -> str:
         return query

@@ -11,36 +11,44 @@ import os
 import secrets
 import socket
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from toolweave.exceptions import PlanStoreError
 
 __all__ = (
     'LEASE_SECONDS',
     'PlanStore',
     'RunInfo',
     'RunStatus',
+    'StoreBusy',
     'StoredRun',
     'Transition',
     'TransitionStatus',
     'new_owner',
     'owner_is_stale',
+    'patiently',
     'release_owner',
 )
 
-RunStatus: TypeAlias = Literal['running', 'suspended', 'finished', 'stopped']
+RunStatus: TypeAlias = Literal['running', 'suspended', 'finished', 'stopped', 'cancelled']
 """`running`: a process holds the run (or held it until it crashed: see `RunInfo.owner`); `suspended`: steps are
-parked, waiting for decisions; `finished`: every step ended; `stopped`: the run was cancelled, timed out or
-stopped by an error, and can be resumed."""
-TransitionStatus: TypeAlias = Literal['ready', 'reviewing', 'running', 'parked', 'decided', 'succeeded', 'failed',
-                                      'skipped', 'cancelled']
+parked, waiting for decisions; `finished`: every step ended; `stopped`: the run was interrupted, timed out or
+stopped by an error, and can be resumed; `cancelled`: a person cancelled it (it is not resumed)."""
+TransitionStatus: TypeAlias = Literal['ready', 'reviewing', 'running', 'parked', 'decided', 'retry', 'succeeded',
+                                      'failed', 'skipped', 'cancelled']
 """A step's status as the journal records it: the plan's step statuses, plus `ready` (its dependencies have all
-finished) and `decided` (a decision arrived for a parked step). A step whose last status is `reviewing` was being
-reviewed when its run stopped: its tool was not called, and it is asked again."""
+finished), `decided` (a decision arrived for a parked step) and `retry` (a person asked a failed step to run
+again). A step whose last status is `reviewing` was being reviewed when its run stopped: its tool was not called,
+and it is asked again. A `succeeded` transition written by a person ("resolve as done") says what a step did that
+the run could not record itself."""
 
 LEASE_SECONDS = 60.0
-"""How long a run's owner may go without a heartbeat before another process may take the run over. A process
-renews it every third of that while it runs the plan; a crashed process on the same machine is recognised at
-once (its process id is gone)."""
+"""How long a run's holder may go without a heartbeat before another process may take the run over, unless the
+store says otherwise (`?lease=SECONDS` in its URL). A holder renews it every third of that while it runs the plan,
+and records the lease it uses with the run, so every process judges a holder by the holder's own lease; a crashed
+process on the same machine is recognised at once (its process id is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,14 @@ class RunInfo:
     heartbeat_at: float | None = None
     review: str | None = None
     """JSON text: the whole-plan review's outcome, once it was made (a resume does not ask again)."""
+    epoch: int = 0
+    """How many times the run was taken (created or claimed): the journal's writes of one holding carry it."""
+    lease: float = LEASE_SECONDS
+    """The lease its holder runs under: seconds without a heartbeat after which the holder is gone."""
+    cancel: str | None = None
+    """Why a person asked the run to stop, while its holder has not stopped it yet (`None`: nobody did)."""
+    name: str | None = None
+    """A label for the run (what it is for), to find it by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +125,8 @@ class PlanStore(Protocol):
     url: str
     """Where it is, for messages (without a password)."""
     inline: bool
+    lease: float
+    """The lease this store's holders run under (`LEASE_SECONDS` unless the URL says `?lease=SECONDS`)."""
 
     def create(self, info: RunInfo) -> RunInfo | None:
         """Insert a new run held by `info.owner`; if a run with that id exists, insert nothing and return it."""
@@ -118,8 +136,22 @@ class PlanStore(Protocol):
         """Take the run for `owner`: allowed when nobody holds it, or its holder is gone (see `owner_is_stale`)."""
         ...
 
-    def append(self, run_id: str, owner: str, transitions: list[Transition]) -> None:
-        """Append `transitions` in one transaction (and renew the owner's heartbeat)."""
+    def append(self, run_id: str, owner: str, transitions: list[Transition], *, seq: int) -> str | None:
+        """Append `transitions` in one transaction, if `owner` still holds the run (and renew its heartbeat);
+        `seq` is the journal's number for the first of them (this holding's writes are numbered from 0, so a write
+        retried after a lost answer adds nothing twice). Returns why a person asked the run to stop, if one did.
+
+        Raises:
+            RunLostError: another process holds the run now (nothing was written).
+        """
+        ...
+
+    def heartbeat(self, run_id: str, owner: str) -> str | None:
+        """Renew `owner`'s hold on the run; returns why a person asked the run to stop, if one did.
+
+        Raises:
+            RunLostError: another process holds the run now.
+        """
         ...
 
     def update(self, run_id: str, owner: str, *, status: RunStatus | None = None, plan: str | None = None,
@@ -128,8 +160,9 @@ class PlanStore(Protocol):
         ...
 
     def decide(self, run_id: str, transition: Transition) -> None:
-        """Append a `decided` transition, atomically checking that the step's last transition is `parked`
-        (`DecisionError` otherwise)."""
+        """Append a person's transition for a step, atomically checking that the step waits for it: `decided` or
+        `succeeded` (what a person says it did) for a step whose last transition is `parked`, `retry` for one that
+        `failed` (`DecisionError` otherwise)."""
         ...
 
     def load(self, run_id: str) -> StoredRun:
@@ -141,6 +174,18 @@ class PlanStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class StoreBusy(PlanStoreError):
+    """An operation made from the event loop found the database locked by another writer: make it again from a
+    worker thread, inside `patiently(store)`, which may wait (the event loop must not)."""
+
+
+def patiently(store: PlanStore) -> AbstractContextManager[None]:
+    """The store's operations inside the block (in this thread) may wait for other writers as long as the store
+    allows: for worker threads, never for the event loop."""
+    patient = getattr(store, 'patiently', None)
+    return nullcontext() if patient is None else patient()
 
 
 _HOST = socket.gethostname()

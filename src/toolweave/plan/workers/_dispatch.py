@@ -1,7 +1,8 @@
 """The coordinator's side of a run on workers: each step's tool call becomes a DBOS workflow on the worker queue.
 
-The run itself is unchanged (the scheduler, the journal, parking, resume): `dispatched` swaps each step's tool for
-a `StepTool` bound to the step, whose call enqueues the workflow `<run id>/<step id>` and waits for its outcome.
+The run itself is unchanged (the scheduler, the journal, parking, resume): `dispatched` gives the kernel extension
+`Dispatch`, whose `call` hook enqueues the workflow `<run id>/<step id>` instead of calling the tool here, and waits
+for its outcome.
 Enqueueing a workflow id DBOS already has attaches to that workflow, so a call made again (a resumed run, a
 coordinator that crashed) never runs a step twice: it gets the recorded result, or waits for the one running.
 
@@ -15,13 +16,15 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from toolweave.exceptions import ApprovalPending, PlanStoreError, PlanValidationError
+from toolweave.plan._kernel import Call, Extension, Run
+from toolweave.plan._record import ItemRecord, StepRecord
 from toolweave.plan._validate import Prepared
 from toolweave.plan.durable._codec import Folded
 from toolweave.plan.durable._postgres import redact
@@ -39,9 +42,9 @@ from toolweave.plan.workers._protocol import (
     workflow_id,
 )
 from toolweave.plan.workers._registry import Registry
-from toolweave.tools import DelegatingTool, Tool, ToolArguments, ToolCallContext, ToolResult
+from toolweave.tools import ToolResult
 
-__all__ = ('Dispatcher', 'StepTool', 'dispatched')
+__all__ = ('Dispatch', 'Dispatcher', 'dispatched')
 
 logger = logging.getLogger('toolweave.workers')
 
@@ -220,46 +223,50 @@ def _first_line(exc: BaseException) -> str:
     return f'{type(exc).__name__}: {lines[0] if lines else "no message"}'
 
 
-class StepTool(DelegatingTool):
-    """One step's tool on the coordinator of a run on workers: a call enqueues the step's workflow and waits for
-    its outcome; a call whose worker died while the tool ran (and that may not run twice) parks the step.
+class Dispatch(Extension):
+    """The kernel extension that sends each call of a step's tool to the workers: the call enqueues the step's
+    workflow (`<run>/<step>`, the elements of a `for_each` step `<run>/<step>/<index>`) and waits for its outcome;
+    a call whose worker died while the tool ran (and that may not run twice) parks the step.
 
-    The review gate of a tool that requires approval runs here, before the call is sent: workers run the tool's
-    body only."""
+    Reviews happen here, before the call is sent (the `Review` extension admits each call first): workers run the
+    tool's body only."""
 
-    def __init__(self, delegate: Tool, dispatcher: Dispatcher, run_id: str, step_id: str, *,
-                 earlier: Mapping[str, Earlier], approved: bool) -> None:
-        super().__init__(delegate)
+    def __init__(self, dispatcher: Dispatcher, run_id: str, *, earlier: Mapping[str, Earlier],
+                 approved: frozenset[str]) -> None:
         self._dispatcher = dispatcher
         self._run_id = run_id
-        self._step_id = step_id
         self._earlier = earlier
         self._approved = approved
-        self._calls = 0
+        self._run: Run | None = None
 
-    async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        call = self._calls  # a step that calls its tool once per element of a list numbers its calls
-        self._calls += 1
-        base = workflow_id(self._run_id, self._step_id, call)
+    def attach(self, run: Run) -> None:
+        self._run = run
+
+    async def call(self, record: StepRecord, item: ItemRecord | None, arguments: Any, proceed: Call) -> ToolResult:
+        assert self._run is not None
+        tool = self._run.tools[record.index]
+        assert tool is not None
+        call = 0 if item is None else item.index
+        base = workflow_id(self._run_id, record.id, call)
         attempt = 1
         earlier = self._earlier.get(base)
         if earlier is not None:
             attempt = earlier.attempt
             if isinstance(earlier.outcome, Unknown):
-                if not self._approved:  # not decided since it parked: park it again
-                    raise ApprovalPending(earlier.outcome.reason(self._step_id))
+                if record.id not in self._approved:  # not decided since it parked: park it again
+                    raise ApprovalPending(earlier.outcome.reason(record.id))
                 attempt += 1  # a person approved running it again
-        outcome = await self._dispatcher.call(workflow_id(self._run_id, self._step_id, call, attempt), self.name,
+        outcome = await self._dispatcher.call(workflow_id(self._run_id, record.id, call, attempt), tool.name,
                                               arguments)
         if isinstance(outcome, Unknown):
-            raise ApprovalPending(outcome.reason(self._step_id))
+            raise ApprovalPending(outcome.reason(record.id))
         return outcome
 
 
 @asynccontextmanager
 async def dispatched(store: PlanStore, queue: str, run_id: str, prepared: Prepared,
-                     folded: Folded) -> AsyncIterator[Prepared]:
-    """`prepared` with each step's tool sent to the workers of `queue` while the block runs.
+                     folded: Folded) -> AsyncIterator[Extension]:
+    """The extension that sends the run's calls to the workers of `queue`, while the block runs.
 
     Raises:
         PlanValidationError: a live worker of the queue lacks a tool the plan calls (nothing ran).
@@ -270,16 +277,13 @@ async def dispatched(store: PlanStore, queue: str, run_id: str, prepared: Prepar
     try:
         await anyio.to_thread.run_sync(dispatcher.check_tools, prepared)
         earlier = await anyio.to_thread.run_sync(dispatcher.earlier, run_id) if folded.steps else {}
-        approved = {step_id for step_id, state in folded.steps.items() if state.decided_last and (
-            state.decision is not None and state.decision.kind != 'exit_early')}
-        tools: list[Any] = [tool if tool is None else StepTool(tool, dispatcher, run_id, step.id, earlier=earlier,
-                                                                approved=step.id in approved)
-                            for step, tool in zip(prepared.plan.steps, prepared.tools, strict=True)]
+        approved = frozenset(step_id for step_id, state in folded.steps.items() if state.decided_last and (
+            state.decision is not None and state.decision.kind != 'exit_early'))
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(dispatcher.serve)
                 try:
-                    yield replace(prepared, tools=tools)
+                    yield Dispatch(dispatcher, run_id, earlier=earlier, approved=approved)
                 finally:
                     group.cancel_scope.cancel()
         except BaseExceptionGroup as failures:  # the database failed: the run's own error says it first, if it has one
