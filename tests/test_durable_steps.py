@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from toolweave import CallbackReviewHandler, ReviewDecision, ReviewRequest, tool
@@ -164,7 +165,7 @@ async def test_the_elements_of_a_for_each_step_are_journaled_one_by_one(store_ur
     assert [item.arguments for item in items] == [{'path': p} for p in ['/a', '/b', '/c', '/d', '/e']]
 
 
-async def test_an_element_that_may_have_run_waits_for_its_own_decision(store_url: str, tmp_path: Path) -> None:
+def test_an_element_that_may_have_run_waits_for_its_own_decision(store_url: str, tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
@@ -188,7 +189,8 @@ async def test_an_element_that_may_have_run_waits_for_its_own_decision(store_url
                 time.sleep(60)
             return f'wiped {{path}}'
 
-        plan = {{'steps': [{{'id': 'w', 'tool': 'wipe', 'for_each': ['/a', '/b', '/c'], 'arguments': {{'path': '$item'}}}}]}}
+        plan = {{'steps': [{{'id': 'w', 'tool': 'wipe', 'for_each': ['/a', '/b', '/c'],
+                             'arguments': {{'path': '$item'}}}}]}}
         anyio.run(lambda: run_plan(plan, [wipe], store={store_url!r}, run_id='k', concurrency=1))
     '''))
     child = subprocess.Popen([sys.executable, str(script)], cwd=Path(__file__).parent.parent)
@@ -206,9 +208,9 @@ async def test_an_element_that_may_have_run_waits_for_its_own_decision(store_url
         ran.append(path)
         return f'wiped {path}'
 
-    parked = await resume_plan('k', [wipe], store=store_url)
+    parked = anyio.run(lambda: resume_plan('k', [wipe], store=store_url))
     assert ran == [] and parked.step('w').status == 'parked'  # /a and /b are kept; /c may have run: nobody decided
     assert 'Unknown after a crash: element 2 of the step started at' in (parked.step('w').error or '')
-    await decide('k', 'w', ReviewDecision.approve(), store=store_url)
-    run = await resume_plan('k', [wipe], store=store_url)
+    anyio.run(lambda: decide('k', 'w', ReviewDecision.approve(), store=store_url))
+    run = anyio.run(lambda: resume_plan('k', [wipe], store=store_url))
     assert run.ok and ran == ['/c'] and run.step('w').value == ['wiped /a', 'wiped /b', 'wiped /c']

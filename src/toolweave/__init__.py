@@ -99,12 +99,14 @@ from toolweave.plan import (
     PlanRun,
     PlanStep,
     PlanTool,
+    Retries,
     StepRecord,
     parse_plan,
     planning_instructions,
     run_plan,
     run_plan_sync,
     validate_plan,
+    with_retries,
 )
 from toolweave.plan.durable import resume_plan, resume_plan_sync
 
@@ -286,6 +288,7 @@ __all__ = (
     'requires_approval',
     'resume_plan',
     'resume_plan_sync',
+    'Retries',
     'RetryPolicy',
     'ReviewDecision',
     'ReviewHandler',
@@ -348,6 +351,7 @@ __all__ = (
     'WhenPredicate',
     'with_description',
     'with_note',
+    'with_retries',
 )
 
 # A library adds no handlers of its own: an application that wants toolweave's logs configures logging.

@@ -13,6 +13,7 @@ unattended run never approves silently.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -60,15 +61,41 @@ APPROVAL_OPTIONS_KEY = 'approval'
 """`ToolMetadata.extra` key holding a gated tool's own `timeout` and `on_timeout` (see `requires_approval`)."""
 
 
+_ANY: Any = object()
+
+
+def _same(arguments: Any, decided: Any) -> bool:
+    """Whether a call's arguments are the ones a decision was made for (JSON text or data, compared as data)."""
+    if arguments == decided:
+        return True
+    if isinstance(arguments, str):
+        try:
+            return bool(json.loads(arguments) == decided)
+        except ValueError:
+            return False
+    return False
+
+
 @dataclass(eq=False, slots=True)
 class _Preset:
-    """A decision made ahead for the next review of one tool (a whole-plan review, a stored decision)."""
+    """A decision made ahead for the review of one call (a whole-plan review, a stored decision, a reviewer asked
+    before a plan step started)."""
 
     tool_name: str
     decision: ReviewDecision
     record: bool = True
     """Whether answering a review with it records the decision (not when it was recorded as it was made)."""
+    arguments: Any = _ANY
+    """The arguments it was decided for: it answers every review of the tool with exactly these (the call, and
+    the same call tried again); `_ANY`: the next review of the tool, once."""
     used: bool = False
+
+    def answers(self, name: str, arguments: Any) -> bool:
+        if name != self.tool_name:
+            return False
+        if self.arguments is _ANY:
+            return not self.used
+        return _same(arguments, self.arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +118,10 @@ class _Reviewers:
     async def decide_call(self, tool: Tool, arguments: ToolArguments, context: ToolCallContext) -> ReviewDecision:
         name = tool.name
         preset = self.preset
-        if preset is not None and not preset.used and preset.tool_name == name:
-            preset.used = True  # only the call it was made for: a gated tool called inside that one asks as usual
-            if preset.record:
+        if preset is not None and preset.answers(name, arguments):  # the call it was made for; any other asks
+            first = not preset.used
+            preset.used = True
+            if preset.record and first:
                 _record_preset(_request(tool, arguments, context), preset.decision)
             return preset.decision
         if not self.handlers:
@@ -158,13 +186,15 @@ def use_review_handler(handler: ReviewHandler | None) -> Iterator[None]:
 
 
 @contextmanager
-def preset_review(tool_name: str, decision: ReviewDecision, *, record: bool = True) -> Iterator[None]:
+def preset_review(tool_name: str, decision: ReviewDecision, *, record: bool = True,
+                  arguments: Any = _ANY) -> Iterator[None]:
     """Answer the next review of `tool_name` inside the block with `decision`, without asking anyone (it is
     logged and recorded like any decision, unless `record=False`: it was recorded when it was made); every other
     review goes to the reviewers installed around the block. Plans use it to run a step decided ahead: by a
     whole-plan review, by a decision stored while it was parked, or by a reviewer asked before the step started
-    (`decide_call`)."""
-    with using(reviewer_var, _Reviewers(current_review_handlers(), _Preset(tool_name, decision, record))):
+    (`decide_call`). With `arguments`, it answers every review of `tool_name` with exactly those arguments inside
+    the block (the call it was made for, and the same call tried again), and no other."""
+    with using(reviewer_var, _Reviewers(current_review_handlers(), _Preset(tool_name, decision, record, arguments))):
         yield
 
 

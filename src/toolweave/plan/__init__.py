@@ -21,6 +21,7 @@ from toolweave.plan._model import (
 from toolweave.plan._parse import parse_plan
 from toolweave.plan._plan_schema import PlanSchema, SchemaTooLarge
 from toolweave.plan._record import ItemRecord, PlanEvent, PlanRun, StepRecord
+from toolweave.plan._retry import Retries, with_retries
 from toolweave.plan._review import review_request
 from toolweave.plan._run import run_plan, run_plan_sync
 from toolweave.plan._validate import validate_plan
@@ -38,6 +39,7 @@ __all__ = (
     'PlanSchema',
     'PlanStep',
     'PlanTool',
+    'Retries',
     'review_request',
     'ReviewMode',
     'run_plan',
@@ -47,6 +49,7 @@ __all__ = (
     'StepRecord',
     'StepStatus',
     'validate_plan',
+    'with_retries',
 )
 
 _present('toolweave.plan', __all__, globals())

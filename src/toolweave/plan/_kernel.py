@@ -308,6 +308,7 @@ class Run:
         target: StepRecord | ItemRecord = record if item is None else item
         was = target.status
         if status == 'running':
+            target.attempts += 1
             if was != 'running':  # a start (after a review, the tool's own start)
                 target.started_at = now
         elif status == 'succeeded' or status == 'failed':
@@ -653,7 +654,7 @@ class Run:
             pass
         finally:
             if item.status not in _ENDED and item.status != 'parked':
-                reason = 'Cancelled with its step' if not parked else 'Not started: another element waits for a decision'
+                reason = 'Not started: another element waits for a decision' if parked else 'Cancelled with its step'
                 self.transition(record, 'cancelled', reason, item=item)
 
     async def call_item(self, index: int, item: ItemRecord, element: Any) -> None:

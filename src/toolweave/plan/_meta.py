@@ -36,6 +36,7 @@ from toolweave.plan._plan_schema import (
     typed_schema,
 )
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
+from toolweave.plan._retry import Retries
 from toolweave.plan._review import plan_review_request
 from toolweave.plan._run import run_parsed
 from toolweave.plan._stream import PlanStream
@@ -281,12 +282,13 @@ class PlanTool(Tool, RunsPlans):
         plan_schema: PlanSchema = 'compact',
         max_items: int = DEFAULT_MAX_ITEMS,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        retries: Retries | None = None,
     ) -> None:
         self.tools = as_toolset(tools)
         self.dialect: Literal['id', 'index'] = dialect
         self.options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                                   review_handler, review_mode, None if store is None else open_store(store),
-                                  max_items, max_bytes=max_bytes)
+                                  max_items, max_bytes=max_bytes, retries=retries)
         self.on_event = on_event
         default_name = 'execute_tool_plan' if dialect == 'id' else 'execute_plan'
         self.schema_note: str | None = None

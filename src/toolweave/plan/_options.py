@@ -11,6 +11,7 @@ from toolweave.exceptions import UserError
 from toolweave.plan._model import MissingField, ReviewMode
 from toolweave.plan._parse import DEFAULT_MAX_BYTES
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS
+from toolweave.plan._retry import Retries
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ DEFAULT_MAX_STEPS = 10_000
 DEFAULT_QUEUE = 'toolweave'
 """The worker queue `workers=True` sends steps to, and a worker serves unless told otherwise."""
 _STORED = ('concurrency', 'step_timeout', 'timeout', 'missing_field', 'max_steps', 'max_output_chars', 'review_mode',
-           'max_items', 'workers')
+           'max_items', 'workers', 'retries')
 """The options a durable run keeps with it; a resume runs with them."""
 
 
@@ -45,6 +46,8 @@ class RunOptions:
     """The worker queue each step's tool call is sent to (see `toolweave.plan.workers`), `None`: this process."""
     max_bytes: int = DEFAULT_MAX_BYTES
     """The largest plan text read, in bytes (checked before it is read; a plan given as a mapping has none)."""
+    retries: Retries | None = None
+    """How a failed call of a step's tool is tried again, unless its tool says otherwise (`None`: it is not)."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -62,16 +65,22 @@ class RunOptions:
         if self.workers is not None:
             worker_queue(self.workers)
         check_number(self.max_bytes, 'max_bytes', integer=True, minimum=1)
+        if self.retries is not None and not isinstance(self.retries, Retries):
+            raise UserError(f'retries must be a Retries(...) policy or None, got {self.retries!r}.')
 
     def stored(self) -> dict[str, Any]:
-        """The options a durable run keeps (not the reviewer, the store or the call context)."""
-        return {name: getattr(self, name) for name in _STORED}
+        """The options a durable run keeps (not the reviewer, the store or the call context), as JSON data."""
+        stored = {name: getattr(self, name) for name in _STORED}
+        stored['retries'] = None if self.retries is None else self.retries.data()
+        return stored
 
     @classmethod
     def from_stored(cls, data: dict[str, Any], *, review_handler: ReviewHandler | None,
                     store: PlanStore) -> RunOptions:
-        return cls(**{name: data[name] for name in _STORED if name in data}, review_handler=review_handler,
-                   store=store)
+        options = {name: data[name] for name in _STORED if name in data}
+        if options.get('retries') is not None:
+            options['retries'] = Retries.from_data(options['retries'])
+        return cls(**options, review_handler=review_handler, store=store)
 
 
 def worker_queue(workers: bool | str) -> str | None:

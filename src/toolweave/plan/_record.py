@@ -150,17 +150,20 @@ class ItemRecord:
     error: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    attempts: int = 0
+    """How many times the tool was called with it (more than one when a retry policy tried it again)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {'index': self.index, 'status': self.status, 'arguments': self.arguments, 'output': self.output,
-                'value': self.value, 'error': self.error, 'started_at': self.started_at, 'ended_at': self.ended_at}
+                'value': self.value, 'error': self.error, 'started_at': self.started_at, 'ended_at': self.ended_at,
+                'attempts': self.attempts}
 
 
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
 
-    __slots__ = ('_graph', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'given', 'index',
-                 'is_text', 'items', 'output', 'ref_value', 'size', 'started_at', 'status', 'step', 'value')
+    __slots__ = ('_graph', 'attempts', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'given',
+                 'index', 'is_text', 'items', 'output', 'ref_value', 'size', 'started_at', 'status', 'step', 'value')
 
     def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
         self.step = step
@@ -193,6 +196,8 @@ class StepRecord:
         """Skipped because a `when` condition was false (its own or a dependency's): an outcome, not an error."""
         self.given: Any = None
         """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
+        self.attempts = 0
+        """How many times the step was started (more than once when a retry policy tried its call again)."""
 
     @property
     def id(self) -> str:
@@ -269,7 +274,7 @@ class StepRecord:
             'arguments': self.arguments, 'output': self.output,
             'value': self.ref_value if self.status == 'succeeded' else None, 'error': self.error,
             'started_at': self.started_at, 'ended_at': self.ended_at, 'duration': self.duration,
-            'kind': self.kind, 'condition_skipped': self.condition_skipped,
+            'kind': self.kind, 'condition_skipped': self.condition_skipped, 'attempts': self.attempts,
             'items': None if self.items is None else [item.to_dict() for item in self.items],
         }
 

@@ -124,7 +124,7 @@ class Review(Extension):
         assert self.run is not None
         tool = self.run.tools[record.index]
         assert tool is not None
-        with preset_review(tool.name, decision, record=ahead):
+        with preset_review(tool.name, decision, record=ahead, arguments=arguments):
             return await proceed(arguments)
 
 

@@ -3,6 +3,7 @@ Python; with a `store`, durably (see `toolweave.plan.durable`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -17,6 +18,7 @@ from toolweave.plan._observe import observers
 from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
 from toolweave.plan._parse import DEFAULT_MAX_BYTES, Parsed, Problems, parse_async
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
+from toolweave.plan._retry import Retries, retrying
 from toolweave.plan._review import review_ahead, reviewing
 from toolweave.plan._stream import PlanStream
 from toolweave.plan._validate import DEFAULT_MAX_ITEMS, as_toolset, prepare_async
@@ -63,7 +65,8 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
                                                        refused=refused)
             run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
                       missing_field=options.missing_field, context=context,
-                      extensions=[*reviewing(prepared, decided), *observers(on_event)],
+                      extensions=[*reviewing(prepared, decided), *retrying(prepared.tools, options.retries),
+                                  *observers(on_event)],
                       park=decided.park if decided is not None else None)
             if decided is not None and decided.rejected is not None:
                 run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
@@ -92,6 +95,7 @@ async def run_plan(
     max_items: int = DEFAULT_MAX_ITEMS,
     workers: bool | str = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    retries: Retries | None = None,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -124,6 +128,8 @@ async def run_plan(
             for the same plan goes on with that run; for another plan it is refused.
         max_items: the most elements a `for_each` step may run over; a longer list fails the step (a literal one
             fails validation).
+        retries: how a failed call of a step's tool is tried again (`Retries`), unless its tool has a policy of
+            its own (`with_retries`); `None`: it is not.
         workers: send each step's tool call to the worker processes of a queue in the store's database (`True`:
             the default queue, or its name), instead of calling it here; see `toolweave.plan.workers`. Needs a
             `store`; the run keeps the setting, so a resume sends its steps there too.
@@ -162,13 +168,13 @@ async def run_plan(
             raise UserError(f'run_plan got workers={workers!r} without a store: the worker queue lives in the '
                             "store's database. Pass `store=` (for example 'postgresql://host/db') too.")
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode, max_items=max_items, max_bytes=max_bytes)
+                             review_handler, review_mode, max_items=max_items, max_bytes=max_bytes, retries=retries)
         return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
                                 context=ToolCallContext.of(context), on_event=on_event)
     async with opened(store) as plans:
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                              review_handler, review_mode, plans, max_items=max_items, workers=queue,
-                             max_bytes=max_bytes)
+                             max_bytes=max_bytes, retries=retries)
         return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
                                 context=ToolCallContext.of(context), on_event=on_event, run_id=run_id)
 
@@ -192,10 +198,36 @@ def run_plan_sync(
     max_items: int = DEFAULT_MAX_ITEMS,
     workers: bool | str = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    retries: Retries | None = None,
 ) -> PlanRun:
-    """`run_plan` for scripts with no event loop running (the same arguments)."""
+    """`run_plan` for scripts with no event loop running (the same arguments). Inside a running event loop (a
+    notebook, an async function), `await run_plan(...)` instead."""
+    if _loop_running():
+        raise UserError('run_plan_sync was called inside a running event loop (a notebook cell, or an async '
+                        'function): it would have to start another one. Write `await run_plan(...)` there instead, '
+                        'with the same arguments.')
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
                              max_output_chars=max_output_chars, review_handler=review_handler,
                              review_mode=review_mode, context=context, on_event=on_event, store=store,
-                             run_id=run_id, max_items=max_items, workers=workers, max_bytes=max_bytes))
+                             run_id=run_id, max_items=max_items, workers=workers, max_bytes=max_bytes,
+                             retries=retries))
+
+
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop now (asyncio's or trio's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return True
+    try:
+        import trio
+    except ImportError:
+        return False
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True

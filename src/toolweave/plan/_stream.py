@@ -45,6 +45,7 @@ from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import EventHandler, ItemRecord, PlanRun, StepRecord
 from toolweave.plan._refs import ID_PATTERN
+from toolweave.plan._retry import RetryCalls
 from toolweave.plan._review import Review
 from toolweave.plan._validate import Prepared, prepare
 from toolweave.tools import ToolCallContext, Toolset
@@ -178,7 +179,8 @@ class PlanStream:
         run = self._run
         if run is None:
             options = self.options
-            extensions: list[Extension] = [self._early, Review(), *observers(self._on_event)]
+            extensions: list[Extension] = [self._early, Review(), RetryCalls(options.retries),
+                                           *observers(self._on_event)]
             for extension in extensions:
                 if isinstance(extension, Events):
                     extension.eager = True  # until the plan is closed

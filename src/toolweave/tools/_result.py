@@ -39,6 +39,8 @@ class ToolResult:
     """Whether the failure came from an exception raised by the tool body rather than a returned failure."""
     is_artifact: bool = field(default=True, compare=False)
     """Whether `value` (when set) is an artifact; see the class docstring."""
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
+    """The exception the tool body raised, for a failure that came from one (what a retry policy matches)."""
 
     @classmethod
     def success(cls, output: object = None, value: Any = ..., /, *, artifact: bool = True) -> ToolResult:
@@ -57,7 +59,7 @@ class ToolResult:
     @classmethod
     def from_exception(cls, exc: BaseException, /) -> ToolResult:
         """The failure for an exception raised by a tool body: its message, or the fixed sentence."""
-        return cls('', str(exc) if str(exc).strip() else NO_MESSAGE, raised=True)
+        return cls('', str(exc) if str(exc).strip() else NO_MESSAGE, raised=True, exception=exc)
 
     @property
     def ok(self) -> bool:

@@ -34,6 +34,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
+from toolweave._json import compact
 from toolweave.approval import ReviewDecision, ReviewHandler, record_approvals, use_review_handler
 from toolweave.exceptions import PlanMismatchError, PlanStoreError, PlanValidationError, RunLostError, UserError
 from toolweave.plan._kernel import Extension, Prefill, Run
@@ -41,14 +42,15 @@ from toolweave.plan._observe import observers
 from toolweave.plan._options import RunOptions
 from toolweave.plan._parse import Parsed, Problems
 from toolweave.plan._record import EventHandler, ItemRecord, PlanRun, step_result
+from toolweave.plan._retry import retrying
 from toolweave.plan._review import Decided, review_ahead, reviewing
 from toolweave.plan._validate import Prepared, as_toolset, prepare
 from toolweave.plan.durable._codec import (
     Folded,
-    outcome_transition,
     decision_data,
     dumps,
     fold,
+    outcome_transition,
     plan_from_data,
     plan_hash,
     plan_text,
@@ -69,7 +71,6 @@ from toolweave.plan.durable._store import (
     patiently,
     release_owner,
 )
-from toolweave._json import compact
 from toolweave.tools import Tool, ToolCallContext, ToolResult, Toolset, ToolsetItem
 
 __all__ = ('StoreLike', 'decide', 'decide_sync', 'open_store', 'opened', 'resolve_step', 'resolve_step_sync',
@@ -363,7 +364,7 @@ async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Too
             run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
                       missing_field=options.missing_field, context=context,
                       extensions=[journal, *reviewing(prepared, decided, known.item_decisions, known.item_parks),
-                                  *observers(on_event), *dispatch],
+                                  *retrying(prepared.tools, options.retries), *observers(on_event), *dispatch],
                       ended=known.ended, items=known.items, park=decided.park)
             if decided.rejected is not None:
                 run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
