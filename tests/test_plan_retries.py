@@ -18,7 +18,7 @@ from toolweave.testing import RecordingReviewHandler
 
 pytestmark = pytest.mark.anyio
 
-QUICK = {'initial_delay': 0.001, 'max_delay': 0.001, 'jitter': 0.0}
+QUICK: dict[str, Any] = {'initial_delay': 0.001, 'max_delay': 0.001, 'jitter': 0.0}
 
 
 class Flaky:
@@ -144,7 +144,7 @@ def test_a_bad_policy_is_a_developer_error() -> None:
         Retries(attempts=0)
     with pytest.raises(UserError, match='Retries.on must be a tuple of exception classes'):
         Retries(on=(int,))  # type: ignore[arg-type]
-    with pytest.raises(UserError, match="with_retries needs `policy=Retries"):
+    with pytest.raises(UserError, match='with_retries needs `policy=Retries'):
         with_retries(Flaky(0).tool(), policy=None)  # type: ignore[call-overload]
     with pytest.raises(UserError, match='retries must be a Retries'):
         anyio.run(lambda: run_plan({'steps': []}, [], retries=3))  # type: ignore[arg-type]
