@@ -214,3 +214,71 @@ def test_an_element_that_may_have_run_waits_for_its_own_decision(store_url: str,
     anyio.run(lambda: decide('k', 'w', ReviewDecision.approve(), store=store_url))
     run = anyio.run(lambda: resume_plan('k', [wipe], store=store_url))
     assert run.ok and ran == ['/c'] and run.step('w').value == ['wiped /a', 'wiped /b', 'wiped /c']
+
+
+async def test_a_run_waiting_for_decisions_goes_on_as_each_arrives(store_url: str) -> None:
+    sent: list[str] = []
+
+    @tool(requires_approval=True)
+    def send(to: str) -> str:
+        """Sends (gated)."""
+        sent.append(to)
+        return f'sent to {to}'
+
+    @tool
+    def tally(results: list[str]) -> int:
+        """Counts what was sent."""
+        return len(results)
+
+    plan = {'steps': [{'id': 'a', 'tool': 'send', 'arguments': {'to': 'ann'}},
+                      {'id': 'b', 'tool': 'send', 'arguments': {'to': 'bob'}},
+                      {'id': 't', 'tool': 'tally', 'arguments': {'results': ['$ref:a', '$ref:b']}}]}
+
+    async def person() -> None:  # decides in the store, as `toolweave runs approve` or the browser would
+        for step, decision in (('a', ReviewDecision.approve()), ('b', ReviewDecision.edit({'to': 'carol'}))):
+            while True:
+                await anyio.sleep(0.05)
+                stored = open_store(store_url)
+                try:
+                    parked = [t for t in stored.load('w').transitions if t.step_id == step and t.status == 'parked']
+                finally:
+                    stored.close()
+                if parked:
+                    break
+            await decide('w', step, decision, store=store_url)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(person)
+        run = await run_plan(plan, [send, tally], store=store_url, run_id='w', concurrency=1,
+                             review_handler=CallbackReviewHandler(later), wait_for_decisions=30)
+    assert run.ok and run.step('t').value == 2 and sorted(sent) == ['ann', 'carol']
+    assert run.step('b').arguments == {'to': 'carol'}
+
+
+async def test_a_parked_review_past_its_deadline_is_rejected_or_asked_again(store_url: str) -> None:
+    sent: list[str] = []
+
+    @tool(requires_approval=True)
+    def send(to: str) -> str:
+        """Sends (gated)."""
+        sent.append(to)
+        return 'sent'
+
+    plan = {'steps': [{'id': 's', 'tool': 'send', 'arguments': {'to': 'ann'}}]}
+    waited = await run_plan(plan, [send], store=store_url, run_id='late', review_handler=CallbackReviewHandler(later),
+                            decision_deadline=0.3, wait_for_decisions=10)
+    assert waited.step('s').status == 'failed' and sent == []  # nobody decided in time: rejected, not run
+    assert 'no decision before its deadline' in (waited.step('s').error or '')
+    store = open_store(store_url)
+    try:
+        decided = [t for t in store.load('late').transitions if t.status == 'decided']
+    finally:
+        store.close()
+    assert len(decided) == 1 and 'deadline' in (decided[0].error or '')  # on record: the deadline decided
+
+    await run_plan(plan, [send], store=store_url, run_id='esc', review_handler=CallbackReviewHandler(later),
+                   decision_deadline=0.05, on_deadline='escalate')
+    await anyio.sleep(0.1)
+    fallback = RecordingReviewHandler(ReviewDecision.approve())
+    escalated = await resume_plan('esc', [send], store=store_url, review_handler=fallback)
+    assert escalated.ok and sent == ['ann'] and len(fallback.requests) == 1  # the fallback reviewer decided

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from toolweave._checks import check_number
 from toolweave.approval import ReviewHandler, check_review_handler
@@ -17,13 +17,19 @@ from toolweave.plan._validate import DEFAULT_MAX_ITEMS
 if TYPE_CHECKING:
     from toolweave.plan.durable._store import PlanStore
 
-__all__ = ('DEFAULT_MAX_STEPS', 'DEFAULT_QUEUE', 'RunOptions', 'worker_queue')
+__all__ = ('DEFAULT_DECISION_DEADLINE', 'DEFAULT_MAX_STEPS', 'DEFAULT_QUEUE', 'OnDeadline', 'RunOptions',
+           'worker_queue')
 
 DEFAULT_MAX_STEPS = 10_000
+DEFAULT_DECISION_DEADLINE = 7 * 24 * 3600.0
+"""Seconds a step parked for a review waits for its decision before `on_deadline` applies (a week)."""
+OnDeadline: TypeAlias = Literal['reject', 'escalate']
+"""What a parked review's deadline does: reject the step (it fails, its dependents are skipped), or escalate (the
+reviewers of the process that picks the run up are asked now, as a fallback)."""
 DEFAULT_QUEUE = 'toolweave'
 """The worker queue `workers=True` sends steps to, and a worker serves unless told otherwise."""
 _STORED = ('concurrency', 'step_timeout', 'timeout', 'missing_field', 'max_steps', 'max_output_chars', 'review_mode',
-           'max_items', 'workers', 'retries')
+           'max_items', 'workers', 'retries', 'decision_deadline', 'on_deadline')
 """The options a durable run keeps with it; a resume runs with them."""
 
 
@@ -48,6 +54,13 @@ class RunOptions:
     """The largest plan text read, in bytes (checked before it is read; a plan given as a mapping has none)."""
     retries: Retries | None = None
     """How a failed call of a step's tool is tried again, unless its tool says otherwise (`None`: it is not)."""
+    decision_deadline: float | None = DEFAULT_DECISION_DEADLINE
+    """Seconds a step parked for a review (durable runs) waits for its decision; `None`: for ever."""
+    on_deadline: OnDeadline = 'reject'
+    """What happens to a parked review once its deadline passes."""
+    wait_for_decisions: float | None = None
+    """Seconds a durable run whose steps parked keeps waiting (holding the run) for their decisions, going on as
+    each arrives, before it returns suspended; `None`: it returns at once."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -65,6 +78,12 @@ class RunOptions:
         if self.workers is not None:
             worker_queue(self.workers)
         check_number(self.max_bytes, 'max_bytes', integer=True, minimum=1)
+        check_number(self.decision_deadline, 'decision_deadline (None: no deadline)', exclusive=True, optional=True,
+                     unit='seconds')
+        if self.on_deadline not in ('reject', 'escalate'):
+            raise UserError(f"on_deadline must be 'reject' or 'escalate', got {self.on_deadline!r}.")
+        check_number(self.wait_for_decisions, 'wait_for_decisions (None: do not wait)', optional=True,
+                     unit='seconds')
         if self.retries is not None and not isinstance(self.retries, Retries):
             raise UserError(f'retries must be a Retries(...) policy or None, got {self.retries!r}.')
 

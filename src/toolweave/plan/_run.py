@@ -15,7 +15,7 @@ from toolweave.exceptions import PlanValidationError, UserError
 from toolweave.plan._kernel import Run
 from toolweave.plan._model import MissingField, Plan, ReviewMode
 from toolweave.plan._observe import observers
-from toolweave.plan._options import DEFAULT_MAX_STEPS, RunOptions, worker_queue
+from toolweave.plan._options import DEFAULT_DECISION_DEADLINE, DEFAULT_MAX_STEPS, OnDeadline, RunOptions, worker_queue
 from toolweave.plan._parse import DEFAULT_MAX_BYTES, Parsed, Problems, parse_async
 from toolweave.plan._record import DEFAULT_MAX_OUTPUT_CHARS, EventHandler, PlanRun
 from toolweave.plan._retry import Retries, retrying
@@ -96,6 +96,9 @@ async def run_plan(
     workers: bool | str = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     retries: Retries | None = None,
+    wait_for_decisions: float | None = None,
+    decision_deadline: float | None = DEFAULT_DECISION_DEADLINE,
+    on_deadline: OnDeadline = 'reject',
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -130,6 +133,13 @@ async def run_plan(
             fails validation).
         retries: how a failed call of a step's tool is tried again (`Retries`), unless its tool has a policy of
             its own (`with_retries`); `None`: it is not.
+        wait_for_decisions: with a `store`, seconds the run keeps waiting (holding the run) while steps are parked,
+            going on as each decision arrives in the store (from `toolweave runs approve`, `toolweave ui`,
+            `decide`), before it returns suspended; `None`: it returns as soon as nothing else can run.
+        decision_deadline: with a `store`, seconds a step parked for a review waits for its decision before
+            `on_deadline` applies (`None`: for ever); kept with the run.
+        on_deadline: `'reject'` (the step fails; what depends on it is skipped) or `'escalate'` (the reviewers of
+            the process that picks the run up next are asked now).
         workers: send each step's tool call to the worker processes of a queue in the store's database (`True`:
             the default queue, or its name), instead of calling it here; see `toolweave.plan.workers`. Needs a
             `store`; the run keeps the setting, so a resume sends its steps there too.
@@ -168,13 +178,15 @@ async def run_plan(
             raise UserError(f'run_plan got workers={workers!r} without a store: the worker queue lives in the '
                             "store's database. Pass `store=` (for example 'postgresql://host/db') too.")
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
-                             review_handler, review_mode, max_items=max_items, max_bytes=max_bytes, retries=retries)
+                             review_handler, review_mode, max_items=max_items, max_bytes=max_bytes, retries=retries,
+                             decision_deadline=decision_deadline, on_deadline=on_deadline)
         return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
                                 context=ToolCallContext.of(context), on_event=on_event)
     async with opened(store) as plans:
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                              review_handler, review_mode, plans, max_items=max_items, workers=queue,
-                             max_bytes=max_bytes, retries=retries)
+                             max_bytes=max_bytes, retries=retries, decision_deadline=decision_deadline,
+                             on_deadline=on_deadline, wait_for_decisions=wait_for_decisions)
         return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
                                 context=ToolCallContext.of(context), on_event=on_event, run_id=run_id)
 
@@ -199,6 +211,9 @@ def run_plan_sync(
     workers: bool | str = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     retries: Retries | None = None,
+    wait_for_decisions: float | None = None,
+    decision_deadline: float | None = DEFAULT_DECISION_DEADLINE,
+    on_deadline: OnDeadline = 'reject',
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments). Inside a running event loop (a
     notebook, an async function), `await run_plan(...)` instead."""
@@ -211,7 +226,8 @@ def run_plan_sync(
                              max_output_chars=max_output_chars, review_handler=review_handler,
                              review_mode=review_mode, context=context, on_event=on_event, store=store,
                              run_id=run_id, max_items=max_items, workers=workers, max_bytes=max_bytes,
-                             retries=retries))
+                             retries=retries, wait_for_decisions=wait_for_decisions,
+                             decision_deadline=decision_deadline, on_deadline=on_deadline))
 
 
 def _loop_running() -> bool:

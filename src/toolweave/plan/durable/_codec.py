@@ -20,6 +20,7 @@ from toolweave.plan.durable._store import Transition
 __all__ = (
     'Folded',
     'ItemState',
+    'StepState',
     'decision_data',
     'decision_from',
     'dumps',

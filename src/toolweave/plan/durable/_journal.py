@@ -36,10 +36,14 @@ class Journal(Extension):
     token (see `toolweave.plan.durable._sql`), so a process that lost the run writes nothing more and stops at once
     (`RunLostError`), and a person's request to cancel the run, read back with every write, cancels it."""
 
-    def __init__(self, store: PlanStore, run_id: str, owner: str) -> None:
+    def __init__(self, store: PlanStore, run_id: str, owner: str, *, deadline: float | None = None,
+                 on_deadline: str = 'reject') -> None:
         self.store = store
         self.run_id = run_id
         self.owner = owner
+        self.deadline = deadline
+        """Seconds a step parked for a review waits for its decision (`None`: for ever)."""
+        self.on_deadline = on_deadline
         self.buffer: list[Transition] = []
         self.noted = 0
         """Transitions noted so far."""
@@ -57,9 +61,13 @@ class Journal(Extension):
 
     def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
                    item: ItemRecord | None) -> None:
+        now = time.time()
         if status == 'running' and item is None and record.given is not None:
             detail = {**(detail or {}), 'arguments': record.given}  # a reviewer's edit: what the tool runs with
-        self.buffer.append(transition_of(record, status, time.time(), detail, item))
+        elif (status == 'parked' and self.deadline is not None and not (detail or {}).get('again')
+              and not (detail or {}).get('unknown_after_crash')):  # a review waits; a person must judge a crash
+            detail = {**(detail or {}), 'deadline_at': now + self.deadline, 'on_deadline': self.on_deadline}
+        self.buffer.append(transition_of(record, status, now, detail, item))
         self.noted += 1
 
     def ready(self, record: StepRecord) -> None:

@@ -23,9 +23,9 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -47,6 +47,7 @@ from toolweave.plan._review import Decided, review_ahead, reviewing
 from toolweave.plan._validate import Prepared, as_toolset, prepare
 from toolweave.plan.durable._codec import (
     Folded,
+    StepState,
     decision_data,
     dumps,
     fold,
@@ -195,7 +196,8 @@ async def start_run(prepared: Prepared, tools: Toolset, options: RunOptions, *, 
             f'Plan run {run_id!r} in {store.url} was started with another plan (hash {existing.plan_hash[:12]}, this '
             f'plan {digest[:12]}). Give this plan a new run id, or `resume_plan({run_id!r}, ...)` to go on with the '
             'stored plan.')
-    return await _resume(store, run_id, tools, options.review_handler, context, on_event, refused)
+    return await _resume(store, run_id, tools, options.review_handler, context, on_event, refused,
+                         options.wait_for_decisions)
 
 
 async def resume_plan(
@@ -206,6 +208,7 @@ async def resume_plan(
     review_handler: ReviewHandler | None = None,
     context: Mapping[str, Any] | None = None,
     on_event: EventHandler | None = None,
+    wait_for_decisions: float | None = None,
 ) -> PlanRun:
     """Go on with a stored plan run: after a crash, or once decisions for its parked steps were recorded.
 
@@ -221,6 +224,8 @@ async def resume_plan(
         review_handler: reviews the gated steps that still have to run and have no decision yet.
         context: out-of-band values passed to every tool call (a context is never stored).
         on_event: called as each step starts, parks and finishes.
+        wait_for_decisions: seconds the run keeps waiting (holding the run) while steps are parked, going on as
+            each decision arrives, before it returns suspended; `None`: it returns at once.
 
     Returns:
         The `PlanRun` with every step: the ones that ended before, and the ones run now.
@@ -234,7 +239,7 @@ async def resume_plan(
     async with opened(store) as plans:
         with record_approvals() as log, use_review_handler(review_handler):
             run = await _resume(plans, check_run_id(run_id), as_toolset(tools), review_handler,
-                                ToolCallContext.of(context), on_event, frozenset())
+                                ToolCallContext.of(context), on_event, frozenset(), wait_for_decisions)
     run.approvals = log.records
     return run
 
@@ -247,10 +252,11 @@ def resume_plan_sync(
     review_handler: ReviewHandler | None = None,
     context: Mapping[str, Any] | None = None,
     on_event: EventHandler | None = None,
+    wait_for_decisions: float | None = None,
 ) -> PlanRun:
     """`resume_plan` for scripts with no event loop running."""
     return anyio.run(partial(resume_plan, run_id, tools, store=store, review_handler=review_handler,
-                             context=context, on_event=on_event))
+                             context=context, on_event=on_event, wait_for_decisions=wait_for_decisions))
 
 
 async def decide(run_id: str, step_id: str, decision: ReviewDecision, *, store: StoreLike) -> None:
@@ -325,7 +331,8 @@ def retry_step_sync(run_id: str, step_id: str, *, store: StoreLike, reason: str 
 
 
 async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler: ReviewHandler | None,
-                  context: ToolCallContext, on_event: EventHandler | None, refused: frozenset[str]) -> PlanRun:
+                  context: ToolCallContext, on_event: EventHandler | None, refused: frozenset[str],
+                  wait_for_decisions: float | None = None) -> PlanRun:
     owner = new_owner()
     try:
         info = await _call(store, store.claim, run_id, owner)
@@ -335,7 +342,8 @@ async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler:
     try:
         stored = await _call(store, store.load, run_id)
         plan = plan_from_data(json.loads(info.plan))
-        options = RunOptions.from_stored(json.loads(info.options), review_handler=review_handler, store=store)
+        options = replace(RunOptions.from_stored(json.loads(info.options), review_handler=review_handler, store=store),
+                          wait_for_decisions=wait_for_decisions)
         prepared, problems = prepare(Parsed(plan, Problems()), tools, max_steps=options.max_steps,
                                      max_items=options.max_items, extra_refused=refused)
         if prepared is None:
@@ -351,26 +359,37 @@ async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler:
 async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Toolset, options: RunOptions,
                  folded: Folded, context: ToolCallContext, on_event: EventHandler | None,
                  refused: frozenset[str]) -> PlanRun:
-    """Run a claimed run to where it settles, recording as it goes; give the run up at the end."""
+    """Run a claimed run to where it settles, recording as it goes (and, with `wait_for_decisions`, wait holding
+    it while steps are parked, going on as each decision arrives); give the run up at the end."""
     run_id, owner = info.run_id, info.owner
     assert owner is not None
-    journal = Journal(store, run_id, owner)
-    beat: _Heartbeat | None = None
+    journal = Journal(store, run_id, owner, deadline=options.decision_deadline, on_deadline=options.on_deadline)
+    beat = _Heartbeat(journal)
     status: RunStatus | None = None
     try:
         prepared, known = await _ahead(store, info, journal, prepared, tools, options, folded, context, refused)
-        decided = known.decided
+        waiting_until = None if options.wait_for_decisions is None else time.time() + options.wait_for_decisions
         async with _on_workers(store, options, run_id, prepared, folded) as dispatch:
-            run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
-                      missing_field=options.missing_field, context=context,
-                      extensions=[journal, *reviewing(prepared, decided, known.item_decisions, known.item_parks),
-                                  *retrying(prepared.tools, options.retries), *observers(on_event), *dispatch],
-                      ended=known.ended, items=known.items, park=decided.park)
-            if decided.rejected is not None:
-                run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
-            beat = _Heartbeat(journal, run)
-            result = await run.run(timeout=options.timeout, max_output_chars=options.max_output_chars)
-        await journal.flush()
+            while True:
+                decided = known.decided
+                run = Run(prepared, concurrency=options.concurrency, step_timeout=options.step_timeout,
+                          missing_field=options.missing_field, context=context,
+                          extensions=[journal, *reviewing(prepared, decided, known.item_decisions, known.item_parks),
+                                      *retrying(prepared.tools, options.retries), *observers(on_event), *dispatch],
+                          ended=known.ended, items=known.items, park=decided.park)
+                if decided.rejected is not None:
+                    run.cancel_all(f'Cancelled: the reviewer rejected the plan ({decided.rejected})')
+                beat.watch(run)
+                result = await run.run(timeout=options.timeout, max_output_chars=options.max_output_chars)
+                await journal.flush()
+                if not result.parked or waiting_until is None or run.cancelled is not None:
+                    break
+                news = await _news(store, journal, [r.id for r in result.steps if r.status == 'parked'],
+                                   waiting_until)
+                if news is None:
+                    break
+                known = _from_folded(prepared, news, workers=options.workers is not None)
+                await _journal_expired(journal, known)
         if run.cancelled is not None and journal.cancel is not None:
             status = 'cancelled'
         else:
@@ -378,12 +397,45 @@ async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Too
                 result.succeeded + result.failed + result.skipped
                 + (result.cancelled if decided.rejected is not None else 0) == result.total) else 'stopped'
     finally:
-        if beat is not None:
-            beat.stop()
+        beat.stop()
         with anyio.CancelScope(shield=True):
             await _let_go(store, run_id, owner, status, journal)
     result.run_id = run_id
     return result
+
+
+async def _news(store: PlanStore, journal: Journal, parked: Collection[str], until: float) -> Folded | None:
+    """Wait, holding the run, until one of its `parked` steps can go on (a decision, a step resolved as done), or a
+    parked review's deadline passes: the run's transitions then, folded. `None` once `until` passed first, or a
+    person asked the run to stop."""
+    pause = 0.05
+    while True:
+        await journal.confirm()  # still ours (fenced), and no cancel request
+        folded = fold((await _call(store, store.load, journal.run_id)).transitions)
+        now = time.time()
+        deadline = None
+        for step_id in parked:
+            state = folded.state(step_id)
+            if state.decided_last or state.last is None or state.last.status != 'parked':
+                return folded
+            due = json.loads(state.last.detail or '{}').get('deadline_at')
+            if isinstance(due, (int, float)):
+                if due <= now:
+                    return folded
+                deadline = due if deadline is None else min(deadline, due)
+        if now >= until or journal.cancel is not None:
+            return None
+        wake = until if deadline is None else min(until, deadline)
+        await anyio.sleep(max(0.0, min(pause, wake - now)))
+        pause = min(pause * 1.5, 1.0)
+
+
+async def _journal_expired(journal: Journal, known: Known) -> None:
+    """Journal the decisions deadlines made (the audit trail says no person decided them)."""
+    for transition in known.expired:
+        journal.note(transition)
+    if known.expired:
+        await journal.flush()
 
 
 async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Prepared, tools: Toolset,
@@ -395,6 +447,7 @@ async def _ahead(store: PlanStore, info: RunInfo, journal: Journal, prepared: Pr
     if info.review is not None or options.review_mode != 'whole_plan':
         known = _from_folded(prepared, folded, workers=workers)
         known.decided.rejected = None if info.review is None else json.loads(info.review).get('rejected')
+        await _journal_expired(journal, known)
         return prepared, known
     reviewed, review = await review_ahead(prepared, tools, context, max_steps=options.max_steps, refused=refused)
     known = _from_folded(reviewed, folded, workers=workers)
@@ -449,9 +502,11 @@ class Known:
     item_parks: dict[tuple[int, int], tuple[str, Mapping[str, Any]]] = field(
         default_factory=dict[tuple[int, int], tuple[str, Mapping[str, Any]]])
     """Elements to park when they are reached (unknown after a crash, nobody asked yet), with why."""
+    expired: list[Transition] = field(default_factory=list[Transition])
+    """The decisions deadlines made (rejections), to journal: the audit trail says a deadline decided."""
 
 
-def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -> Known:
+def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False, now: float | None = None) -> Known:
     """The kernel's and the reviewer's view of the stored transitions (see the module docstring for the rules):
     the steps and elements that ended, and the decisions and steps to park. A step skipped because of another
     step is not kept: the kernel skips it again, or runs it if that step runs again (a person retried it). On
@@ -460,10 +515,12 @@ def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -
     twice."""
     known = Known()
     decided = known.decided
+    now = time.time() if now is None else now
     for index, step in enumerate(prepared.plan.steps):
         state = folded.steps.get(step.id)
         if state is None:
             continue
+        _apply_deadline(known, index, step.id, state, now)
         tool = prepared.tools[index]
         repeatable = workers or tool is None or _runs_again(tool)
         asked = set(state.parked_items) | {i for i, item in state.items.items() if item.last.status == 'parked'}
@@ -508,6 +565,28 @@ def _from_folded(prepared: Prepared, folded: Folded, *, workers: bool = False) -
     return known
 
 
+def _apply_deadline(known: Known, index: int, step_id: str, state: StepState, now: float) -> None:
+    """A review parked past its deadline (and not decided since): reject it (a `decided` transition, journaled),
+    or escalate it (it is no longer parked: the reviewers of this process are asked). Else note the deadline."""
+    last = state.last
+    if last is None or last.status != 'parked' or state.decided_last or not last.detail:
+        return
+    detail = json.loads(last.detail)
+    deadline_at = detail.get('deadline_at')
+    if not isinstance(deadline_at, (int, float)):
+        return
+    if now < deadline_at:
+        return
+    if detail.get('on_deadline') == 'escalate':
+        state.last = None  # not parked any more: its review is asked of the reviewers at hand
+        state.items = {i: item for i, item in state.items.items() if item.last.status != 'parked'}
+        state.parked_items = ()
+        return
+    decision = ReviewDecision.reject(f'no decision before its deadline, {when(deadline_at)}')
+    known.expired.append(Transition(step_id, 'decided', now, decision.reason, detail=dumps(decision_data(decision))))
+    state.decision, state.decided_last = decision, True
+
+
 def _unknown_reason(tool: Tool, last: Transition, started_at: float, what: str) -> str:
     why = 'its run stopped before it ended' if last.status == 'running' else (
         f'its run stopped it before it ended ({last.error or "cancelled"})')
@@ -547,30 +626,37 @@ async def _let_go(store: PlanStore, run_id: str, owner: str, status: RunStatus |
 
 
 class _Heartbeat:
-    """Renews the run's lease from a daemon thread while it runs (a long step writes nothing for a while), every
-    third of the lease. A renewal that finds the run lost stops the run at once (its running steps are cancelled,
-    nothing more starts); one that reads a person's request to stop cancels it."""
+    """Renews the run's lease from a daemon thread while the process holds it (a long step writes nothing for a
+    while; a run waiting for decisions writes nothing at all), every third of the lease. A renewal that finds the
+    run lost stops the kernel's run at once (its running steps are cancelled, nothing more starts); one that reads
+    a person's request to stop cancels it."""
 
-    def __init__(self, journal: Journal, run: Run) -> None:
-        self._journal, self._run = journal, run
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._run: Run | None = None
         self._token = anyio.lowlevel.current_token()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f'toolweave-lease-{journal.run_id}', daemon=True)
         self._thread.start()
 
+    def watch(self, run: Run) -> None:
+        """The kernel's run to stop or cancel from now on."""
+        self._run = run
+
     def _beat(self) -> None:
-        journal, run = self._journal, self._run
+        journal = self._journal
         while not self._stop.wait(journal.store.lease / 3):
             try:
                 journal.beat()
             except RunLostError as exc:
-                self._tell(run.stop, exc)
+                if self._run is not None:
+                    self._tell(self._run.stop, exc)
                 return
             except Exception as exc:  # a store that fails: the journal's next write reports it
                 logger.debug('Lease renewal of plan run %r failed: %r', journal.run_id, exc)
                 continue
-            if journal.cancel is not None:
-                self._tell(run.cancel, f'Cancelled: a person asked the run to stop ({journal.cancel})')
+            if journal.cancel is not None and self._run is not None:
+                self._tell(self._run.cancel, f'Cancelled: a person asked the run to stop ({journal.cancel})')
 
     def _tell(self, what: Callable[[Any], None], argument: Any) -> None:
         if self._stop.is_set():
