@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -29,6 +31,9 @@ class WorkerProcess:
             [sys.executable, '-c', 'from toolweave.cli import main; main()', 'worker', '--store', store, '--tools',
              tools, '--queue', queue, '--concurrency', str(concurrency), '--drain', '5'],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self._drainer: threading.Thread | None = None
+        self.said: deque[str] = deque(maxlen=200)
+        """The last lines the worker wrote to stderr (read all along: a full pipe would stop the worker)."""
 
     @property
     def pid(self) -> int:
@@ -45,8 +50,16 @@ class WorkerProcess:
                 raise RuntimeError(f'worker {self.pid} exited ({self.process.wait()}): {"".join(seen)[-3000:]}')
             seen.append(line)
             if line.startswith('Worker '):
+                self._drainer = threading.Thread(target=self._drain, daemon=True)
+                self._drainer.start()
                 return line
         raise RuntimeError(f'worker {self.pid} did not start within {timeout} s: {"".join(seen)[-3000:]}')
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        with self.process.stderr:
+            for line in self.process.stderr:
+                self.said.append(line)
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -59,7 +72,7 @@ class WorkerProcess:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.process.stderr is not None:
+        if self._drainer is None and self.process.stderr is not None:
             self.process.stderr.close()
         return self.process.returncode
 

@@ -237,7 +237,9 @@ class Run:
         self.workers = 1  # the task that runs the plan
         self.coming = 0
         """Workers woken or started that have not yet looked at the heap."""
-        self.idle: list[anyio.Event] = []
+        self.idle: list[Any] = []
+        """Workers waiting for work: a future each on asyncio (the lightest thing to wait on), an event on trio."""
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.fatal: BaseException | None = None
         self.task_group: TaskGroup | None = None
         self.tasks: set[asyncio.Task[None]] | None = None
@@ -793,9 +795,14 @@ class Run:
                 return
             if self.ready or self.unfinished == self.settled_at or self.fatal is not None:
                 return  # the run moved on while the journal was written
-        event = anyio.Event()
-        self.idle.append(event)
-        await event.wait()
+        if self.loop is not None:
+            waiter = self.loop.create_future()
+            self.idle.append(waiter)
+            await waiter
+        else:
+            event = anyio.Event()
+            self.idle.append(event)
+            await event.wait()
         self.coming -= 1
 
     def staff(self) -> None:
@@ -803,7 +810,7 @@ class Run:
         wanted = min(len(self.ready), _AHEAD) - self.coming
         while wanted > 0 and self.idle:
             self.coming += 1
-            self.idle.pop().set()
+            self.wake(self.idle.pop())
             wanted -= 1
         while wanted > 0 and self.workers < self.limit and self.task_group is not None:
             self.workers += 1
@@ -811,7 +818,8 @@ class Run:
             if self.tasks is None:
                 self.task_group.start_soon(self.new_worker)
             else:
-                task = asyncio.get_running_loop().create_task(self.new_worker())
+                assert self.loop is not None
+                task = self.loop.create_task(self.new_worker())
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             wanted -= 1
@@ -819,7 +827,15 @@ class Run:
     def wake_all(self) -> None:
         while self.idle:
             self.coming += 1
-            self.idle.pop().set()
+            self.wake(self.idle.pop())
+
+    @staticmethod
+    def wake(waiter: Any) -> None:
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
+            waiter.set()
 
     # --- a plan that arrives while it runs (`open`) --------------------------------------------------------------
 
@@ -945,6 +961,7 @@ class Run:
                     self.task_group = task_group
                     if asyncio_backend:
                         self.tasks = set()
+                        self.loop = asyncio.get_running_loop()
                     try:
                         if self.cancelled is None and self.unfinished > self.settled_at:
                             await self.worker()

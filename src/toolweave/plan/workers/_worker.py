@@ -10,7 +10,9 @@ DBOS keeps its result under its id.
 DBOS recovers a dead executor's workflows only when told which executor died, so every worker also watches the
 others (`Registry`): once a second it renews its own heartbeat, looks for the queue's steps held by workers that
 are gone, and has DBOS put them back on the queue (idempotent: a step another worker took meanwhile is not
-touched).
+touched). It also puts back its own orphans: a step this worker holds but no longer runs, because the database
+went away while the step's workflow was writing to it (DBOS leaves such a workflow PENDING under its live
+executor, which nobody would ever recover). The recovered workflow's first step tells it that it ran before.
 """
 
 from __future__ import annotations
@@ -105,6 +107,8 @@ class Worker:
         self._running = 0
         self._running_lock = threading.Lock()
         self._connected_since = 0.0
+        self._orphans: set[str] = set()
+        """Steps this worker held without running them at the last look (put back if they still are at the next)."""
         """When this worker last found the database again (or started): it judges other machines' heartbeats only
         after a lease of its own."""
 
@@ -271,7 +275,25 @@ class Worker:
                            ', '.join(dead))
         registry.leave(*(worker.executor_id for worker in known.values() if owner_is_stale(worker.executor_id, (
             worker.heartbeat_at if patient else time.time()))))
+        self._put_back_orphans(DBOS, {status.workflow_id for status in pending
+                                      if status.executor_id == self.executor_id})
         return dead
+
+    def _put_back_orphans(self, DBOS: Any, held: set[str]) -> None:  # noqa: N803 (the class DBOS)
+        # A step that is PENDING under this worker but not running here, at two looks a second apart (a step just
+        # taken from the queue is PENDING a moment before it runs), lost its execution to a database outage.
+        from dbos._dbos import _get_dbos_instance
+        from dbos._utils import INTERNAL_QUEUE_NAME
+
+        instance = _get_dbos_instance()
+        orphans = held - set(instance._active_workflows_set.activeList())
+        again = orphans & self._orphans
+        self._orphans = orphans - again
+        put_back = [workflow for workflow in sorted(again)
+                    if instance._sys_db.reenqueue_for_recovery(workflow, [self.executor_id], INTERNAL_QUEUE_NAME)]
+        if put_back:
+            logger.warning('Worker %s put back %d of its steps whose runs the database outage ended: %s',
+                           self.executor_id, len(put_back), ', '.join(put_back))
 
 
 def _register_workflow() -> None:
