@@ -396,6 +396,12 @@ async def _recover(plans: PlanStore, info: RunInfo, tools: Toolset, reviewer: Re
         return Recovery(run_id, 'cancelled' if cancelled.outcome != 'requested' else 'in use',
                         'cancelled' if cancelled.outcome != 'requested' else None)
     try:
+        now = await _call(plans, plans.header, run_id)
+    except (UnknownRunError, PlanStoreError) as exc:
+        return Recovery(run_id, 'failed', error=str(exc))
+    if now.state != 'crashed':  # someone else went on with it since it was found
+        return Recovery(run_id, 'in use', now.state, f'no longer crashed: {now.state}, held by {now.owner}')
+    try:
         run = await resume_plan(run_id, tools, store=plans, review_handler=reviewer, context=context,
                                 on_event=on_event)
     except anyio.get_cancelled_exc_class():
