@@ -356,9 +356,12 @@ async def watch_runs(
                 async with limiter:
                     done = await _recover(plans, info, toolset, reviewer, context, None)
                 if report is not None:
-                    shown = report(done)
-                    if shown is not None:
-                        await shown
+                    try:
+                        shown = report(done)
+                        if shown is not None:
+                            await shown
+                    except Exception as exc:  # a report that fails must not stop the recovering
+                        logger.warning('Reporting the recovery of plan run %r failed: %r', info.run_id, exc)
             finally:
                 busy.discard(info.run_id)
 

@@ -562,10 +562,21 @@ class RunOperations(ABC):
         now = time.time()
 
         def work(cursor: Any) -> bool:
-            cursor.execute(self._sql('INSERT INTO toolweave_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO '
-                                     'NOTHING'), (_RETENTION_KEY, '0'))
-            cursor.execute(self._sql('UPDATE toolweave_meta SET value = ? WHERE key = ? AND '
-                                     'CAST(value AS DOUBLE PRECISION) < ?'), (repr(now), _RETENTION_KEY, now - every))
+            cursor.execute(self._sql('SELECT value FROM toolweave_meta WHERE key = ?'), (_RETENTION_KEY,))
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(self._sql('INSERT INTO toolweave_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO '
+                                         'NOTHING'), (_RETENTION_KEY, repr(now)))
+                return bool(cursor.rowcount == 1)
+            try:
+                last = float(row[0])
+            except ValueError:
+                last = 0.0
+            if now - last < every:
+                return False
+            # Compare-and-set on the text read: of two processes that read the same time, one changes it.
+            cursor.execute(self._sql('UPDATE toolweave_meta SET value = ? WHERE key = ? AND value = ?'),
+                           (repr(now), _RETENTION_KEY, row[0]))
             return bool(cursor.rowcount == 1)
         return self._do('schedule the retention of', None, work)
 
