@@ -1,6 +1,10 @@
 """A throwaway PostgreSQL server for the tests and benchmarks: `initdb` in a temporary folder, `pg_ctl start` on a
 Unix socket in that folder (no TCP port), stopped and deleted at the end.
 
+By default it runs with `fsync` off (`-F`): the tests' data is thrown away, and what they measure is round trips,
+not the disk. `temporary_postgres(durable=True)` runs it with the settings a user runs (the server's defaults:
+`fsync=on`, `synchronous_commit=on`, `full_page_writes=on`), for the benchmarks that report what a commit costs.
+
 It needs Debian's `postgresql` package (`apt-get install postgresql`: binaries in `/usr/lib/postgresql/<ver>/bin`)
 or any `initdb`/`pg_ctl` on the PATH, and psycopg (`pip install "toolweave[postgres]"`). `initdb` refuses to run
 as root: as root, the server runs as the `postgres` system user (`runuser -u postgres --`), in a folder it owns.
@@ -54,11 +58,20 @@ def unavailable() -> str | None:
 class PostgresServer:
     """A running temporary server; `url` connects to its `postgres` database over the Unix socket."""
 
-    def __init__(self, folder: Path, bin_dir: Path, as_postgres: bool) -> None:
+    def __init__(self, folder: Path, bin_dir: Path, as_postgres: bool, *, durable: bool = False) -> None:
         self.folder = folder
         self.data = folder / 'data'
         self._bin = bin_dir
         self._as_postgres = as_postgres
+        self.durable = durable
+        """`fsync` and `synchronous_commit` on (a commit waits for the disk), else `fsync` off."""
+
+    @property
+    def settings(self) -> str:
+        """What the server was started with, for reports."""
+        if self.durable:
+            return 'fsync=on, synchronous_commit=on (the defaults: a commit waits for the disk)'
+        return 'fsync=off (a commit does not wait for the disk; a crash of the machine may lose or corrupt data)'
 
     @property
     def url(self) -> str:
@@ -77,17 +90,18 @@ class PostgresServer:
 
     def start(self) -> None:
         # No TCP listener: the socket lives in the temporary folder. `-F` (no fsync) is for throwaway data only.
+        durability = '-c fsync=on -c synchronous_commit=on -c full_page_writes=on' if self.durable else '-F'
         self._run('pg_ctl', '-D', str(self.data), '-l', str(self.folder / 'server.log'), '-w', '-t', '60',
-                  '-o', f"-k {self.folder} -c listen_addresses='' -F -c max_connections=50", 'start')
+                  '-o', f"-k {self.folder} -c listen_addresses='' {durability} -c max_connections=50", 'start')
 
     def stop(self, mode: str = 'fast') -> None:
         self._run('pg_ctl', '-D', str(self.data), '-m', mode, '-w', 'stop')
 
 
 @contextmanager
-def temporary_postgres() -> Iterator[PostgresServer]:
-    """Start a temporary server; stop it and delete its folder at the end. Raises `RuntimeError` with the reason
-    when it cannot start (see `unavailable`)."""
+def temporary_postgres(*, durable: bool = False) -> Iterator[PostgresServer]:
+    """Start a temporary server (`durable`: with fsync on, see the module docstring); stop it and delete its folder
+    at the end. Raises `RuntimeError` with the reason when it cannot start (see `unavailable`)."""
     reason = unavailable()
     if reason is not None:
         raise RuntimeError(reason)
@@ -97,7 +111,7 @@ def temporary_postgres() -> Iterator[PostgresServer]:
     folder = Path(tempfile.mkdtemp(prefix='tw-pg-'))
     if as_postgres:
         shutil.chown(folder, 'postgres')
-    server = PostgresServer(folder, bin_dir, as_postgres)
+    server = PostgresServer(folder, bin_dir, as_postgres, durable=durable)
     try:
         server.init()
         server.start()

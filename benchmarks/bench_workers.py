@@ -1,21 +1,25 @@
-"""Scale-out benchmark: a durable plan's steps on 1, 2 and 3 worker processes (DBOS) against the in-process
-executor.
+"""Scale-out benchmark: a durable plan's steps on 1, 2, 4 and 8 worker processes (DBOS) against the in-process
+executor, and where it stops scaling.
 
 The plan: 1,000 steps in 100 chains of 10 (step `i` reads step `i - 100`), each a tool call that waits 20 ms (a
 tool waiting on a service: `benchmarks/_worker_tools.py`). Every run is durable, journaled in the same PostgreSQL
-database (a temporary server on a Unix socket, fsync off; SQLite when PostgreSQL is missing):
+database (a temporary server on a Unix socket, with the settings a user runs: `fsync=on`, `synchronous_commit=on`;
+`--no-fsync` for fsync off; SQLite when PostgreSQL is missing):
 
 - **in-process**: `run_plan(plan, tools, store=URL, concurrency=N)`, the tools called in this process, with
-  N = 8 (one worker's slots) and N = 24 (three workers' slots);
+  N = 8 (one worker's slots) and N = 64 (eight workers' slots);
 - **workers**: `run_plan(..., store=URL, workers=True)`, each step a DBOS workflow run by `toolweave worker`
-  processes (8 steps at once each), 1, 2 then 3 of them.
+  processes (8 steps at once each), 1, 2, 4 then 8 of them.
 
-Each round runs the five in turn (workers are started between runs, not timed; each configuration first runs a
+Each round runs them in turn (workers are started between runs, not timed; each configuration first runs a
 10-step warm-up plan). Reported: the median wall time, steps per second, the ratio to one worker and to the
-in-process run with as many slots, and the ideal (slots / 20 ms).
+in-process run with as many slots, the ideal (slots / 20 ms), and the CPU time per step of each kind of process
+(this coordinator, the workers, the database server: user + system, from `/proc`), their sum, and the throughput
+the machine's cores allow at that cost (cores / CPU per step): when the measured rate reaches it, the run is
+CPU-bound and more workers cannot help.
 
-Run: `python -m benchmarks.bench_workers [--quick] [--steps N] [--rounds N] [--output PATH]` (about two minutes;
-`--quick` about 15 s). Writes `benchmarks/results/workers.json`.
+Run: `python -m benchmarks.bench_workers [--quick] [--steps N] [--rounds N] [--no-fsync] [--output PATH]` (about
+four minutes; `--quick` about 15 s). Writes `benchmarks/results/workers.json`.
 """
 
 from __future__ import annotations
@@ -51,20 +55,20 @@ SLOTS = 8
 
 
 @contextmanager
-def _database(folder: str) -> Iterator[tuple[str, str, int | None]]:
+def _database(folder: str, durable: bool) -> Iterator[tuple[str, str, int | None]]:
     """A fresh database URL, what it is, and its server's process id (`None` for SQLite)."""
     reason = unavailable()
     if reason is not None:
         yield f'sqlite:///{folder}/bench.db', f'SQLite file (no PostgreSQL: {reason})', None
         return
-    with temporary_postgres() as server:
+    with temporary_postgres(durable=durable) as server:
         import psycopg
 
         with psycopg.connect(server.url, autocommit=True) as admin:
             admin.execute('CREATE DATABASE bench_workers')
         postmaster = int((server.data / 'postmaster.pid').read_text().split()[0])
         yield (server.url.replace('/postgres?', '/bench_workers?', 1),
-               'PostgreSQL, a temporary server on a Unix socket, fsync off', postmaster)
+               f'PostgreSQL 15, a temporary server on a Unix socket, {server.settings}', postmaster)
 
 
 def _stat(pid: int) -> list[str]:
@@ -142,17 +146,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the table and write the JSON report; returns the report."""
     parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_workers', description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='200 steps, one round, 1 and 2 workers')
+    parser.add_argument('--no-fsync', action='store_true', help='PostgreSQL with fsync off (default: on)')
     parser.add_argument('--steps', type=int, default=None, help='steps of the plan (default 1,000)')
     parser.add_argument('--rounds', type=int, default=None, help='rounds (default 3)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
     steps = args.steps or (200 if args.quick else 1_000)
     rounds = args.rounds or (1 if args.quick else 3)
-    counts = (1, 2) if args.quick else (1, 2, 3)
+    counts = (1, 2) if args.quick else (1, 2, 4, 8)
     os.environ['TOOLWEAVE_TOOL_SECONDS'] = str(TOOL_SECONDS)  # the in-process runs' tools wait as the workers' do
     os.environ.pop('TOOLWEAVE_LEDGER', None)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder, _database(folder) as (url, database, postmaster):
+    with tempfile.TemporaryDirectory() as folder, _database(folder, not args.no_fsync) as (url, database, postmaster):
         measured = _Measured(postmaster)
         for _ in range(rounds):
             _round(url, steps, counts, measured)
@@ -175,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             'workers_cpu_ms_per_step': round(statistics.median(measured.workers_cpu[name]) / steps * 1e3, 2),
             'database_cpu_ms_per_step': round(statistics.median(measured.database_cpu[name]) / steps * 1e3, 2),
             'walls_s': [round(v, 3) for v in values]})
+        row = report['rows'][-1]
+        total = row['coordinator_cpu_ms_per_step'] + row['workers_cpu_ms_per_step'] + row['database_cpu_ms_per_step']
+        row['cpu_ms_per_step'] = round(total, 2)
+        row['cpu_bound_steps_per_s'] = round((os.cpu_count() or 1) * 1e3 / total, 1) if total else None
+        row['cpu_busy'] = round(total * steps / 1e3 / wall / (os.cpu_count() or 1), 2)
     report['elapsed_s'] = round(time.perf_counter() - started, 2)
     _print(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -185,15 +195,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def _print(report: dict[str, Any]) -> None:
     print(f'\n{report["steps"]:,} steps of {report["tool_seconds"] * 1000:g} ms, durable in {report["database"]}; '
-          f'median of {report["rounds"]} rounds')
+          f'median of {report["rounds"]} rounds; {report["cpus"]} cores')
     print(f'{"run":<16} {"slots":>5} {"wall s":>8} {"steps/s":>8} {"x 1 worker":>11} {"x in-process":>13} '
-          f'{"ideal steps/s":>14} {"CPU ms/step here":>17} {"on workers":>11} {"database":>9}')
+          f'{"ideal":>7} {"CPU ms/step: here":>18} {"workers":>8} {"database":>9} {"total":>6} '
+          f'{"cores allow":>12} {"cores busy":>11}')
     for row in report['rows']:
         same = row['x_in_process_same_slots']
         print(f'{row["run"]:<16} {row["slots"]:>5} {row["wall_s"]:>8} {row["steps_per_s"]:>8} '
-              f'{row["x_one_worker"]:>11} {"" if same is None else same:>13} {row["ideal_steps_per_s"]:>14} '
-              f'{row["coordinator_cpu_ms_per_step"]:>17} {row["workers_cpu_ms_per_step"]:>11} '
-              f'{row["database_cpu_ms_per_step"]:>9}')
+              f'{row["x_one_worker"]:>11} {"" if same is None else same:>13} {row["ideal_steps_per_s"]:>7} '
+              f'{row["coordinator_cpu_ms_per_step"]:>18} {row["workers_cpu_ms_per_step"]:>8} '
+              f'{row["database_cpu_ms_per_step"]:>9} {row["cpu_ms_per_step"]:>6} '
+              f'{row["cpu_bound_steps_per_s"] or "":>12} {row["cpu_busy"]:>11}')
 
 
 if __name__ == '__main__':

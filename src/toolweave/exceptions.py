@@ -19,7 +19,8 @@ ToolweaveError
     ├── ModelError              a model provider failed in a way retries did not fix
     ├── PlanStoreError          a plan store could not be opened, or failed while a run wrote to it
     ├── RunInUseError           another live process is running the stored plan run
-    └── RunLostError            this process lost its hold on a stored run to another process, and stopped
+    ├── RunLostError            this process lost its hold on a stored run to another process, and stopped
+    └── RunCancelledError       the stored plan run was cancelled: it never runs again
 ```
 """
 
@@ -37,6 +38,7 @@ __all__ = (
     'PlanMismatchError',
     'PlanStoreError',
     'PlanValidationError',
+    'RunCancelledError',
     'RunError',
     'RunInUseError',
     'RunLostError',
@@ -159,3 +161,6 @@ class RunLostError(RunError):
     off from the store for longer than the lease) and another process took the run over. The run stopped here at
     once, without calling another tool; every write it tried after the takeover was refused by the store, so what
     is recorded is the other process's to go on with."""
+class RunCancelledError(RunError):
+    """A stored plan run was cancelled (`cancel_run`, `toolweave runs cancel`), or a cancel is on its way: a resume
+    is refused, and the run never runs again. Start the plan under a new run id instead."""

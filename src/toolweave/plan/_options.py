@@ -61,6 +61,8 @@ class RunOptions:
     wait_for_decisions: float | None = None
     """Seconds a durable run whose steps parked keeps waiting (holding the run) for their decisions, going on as
     each arrives, before it returns suspended; `None`: it returns at once."""
+    run_name: str | None = None
+    """The label a durable run is stored under, to find it by (`list_runs(name=...)`); not one of its options."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -86,6 +88,8 @@ class RunOptions:
                      unit='seconds')
         if self.retries is not None and not isinstance(self.retries, Retries):
             raise UserError(f'retries must be a Retries(...) policy or None, got {self.retries!r}.')
+        if self.run_name is not None and (not isinstance(self.run_name, str) or not 0 < len(self.run_name) <= 200):
+            raise UserError(f'A run name must be a string of 1 to 200 characters, got {self.run_name!r}.')
 
     def stored(self) -> dict[str, Any]:
         """The options a durable run keeps (not the reviewer, the store or the call context), as JSON data."""

@@ -8,6 +8,8 @@
   after a crash.
 - `decide(run_id, step_id, decision, store=...)` records a decision for a parked step; `resolve_step` records what
   a parked step did (it ran, but its run could not record it), `retry_step` asks a failed step to run again.
+- Operating the runs: `list_runs` (pages, filters), `cancel_run`, `prune_runs` (and `?retain=30d` on a store URL),
+  `recover_runs` / `watch_runs` (resume the runs whose process died).
 - Stores: `SqliteStore` (a file, WAL mode; the default for a path or `sqlite:///...`) and `PostgresStore`
   (`postgresql://...`, the `postgres` extra), both `PlanStore`s; `open_store(url)` opens either.
 """
@@ -15,6 +17,18 @@
 from __future__ import annotations
 
 from toolweave._public import present as _present
+from toolweave.plan.durable._manage import (
+    Recovery,
+    cancel_run,
+    cancel_run_sync,
+    list_runs,
+    list_runs_sync,
+    prune_runs,
+    prune_runs_sync,
+    recover_runs,
+    recover_runs_sync,
+    watch_runs,
+)
 from toolweave.plan.durable._postgres import PostgresStore
 from toolweave.plan.durable._runs import (
     StoreLike,
@@ -29,15 +43,39 @@ from toolweave.plan.durable._runs import (
     retry_step_sync,
 )
 from toolweave.plan.durable._sqlite import SqliteStore
-from toolweave.plan.durable._store import LEASE_SECONDS, PlanStore, RunInfo, RunStatus, StoredRun, Transition
+from toolweave.plan.durable._store import (
+    LEASE_SECONDS,
+    Cancellation,
+    ListedRun,
+    PlanStore,
+    Pruned,
+    RunInfo,
+    RunPage,
+    RunState,
+    RunStatus,
+    StoredRun,
+    Transition,
+)
 
 __all__ = (
+    'cancel_run',
+    'cancel_run_sync',
+    'Cancellation',
     'decide',
     'decide_sync',
     'LEASE_SECONDS',
+    'list_runs',
+    'list_runs_sync',
+    'ListedRun',
     'open_store',
     'PlanStore',
     'PostgresStore',
+    'prune_runs',
+    'prune_runs_sync',
+    'Pruned',
+    'recover_runs',
+    'recover_runs_sync',
+    'Recovery',
     'resolve_step',
     'resolve_step_sync',
     'resume_plan',
@@ -45,11 +83,14 @@ __all__ = (
     'retry_step',
     'retry_step_sync',
     'RunInfo',
+    'RunPage',
+    'RunState',
     'RunStatus',
     'SqliteStore',
     'StoredRun',
     'StoreLike',
     'Transition',
+    'watch_runs',
 )
 
 _present('toolweave.plan.durable', __all__, globals())

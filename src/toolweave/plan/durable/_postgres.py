@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolweave.exceptions import PlanStoreError
+from toolweave.plan.durable._operations import check_tables, upgrade
 from toolweave.plan.durable._sql import (
     SCHEMA_VERSION,
     UNIQUE_WRITES,
@@ -47,8 +48,8 @@ _SCHEMA = (
     'CREATE TABLE IF NOT EXISTS toolweave_runs (run_id TEXT PRIMARY KEY, plan_hash TEXT NOT NULL, plan TEXT NOT NULL, '
     'options TEXT NOT NULL, status TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, '
     'updated_at DOUBLE PRECISION NOT NULL, owner TEXT, heartbeat_at DOUBLE PRECISION, review TEXT, '
-    f'epoch INTEGER NOT NULL DEFAULT 0, lease DOUBLE PRECISION NOT NULL DEFAULT {LEASE_SECONDS}, cancel TEXT, '
-    'name TEXT)',
+    f'epoch INTEGER NOT NULL DEFAULT 0, lease DOUBLE PRECISION NOT NULL DEFAULT {LEASE_SECONDS}, name TEXT, '
+    'cancel_requested_at DOUBLE PRECISION, cancel_reason TEXT)',
     'CREATE TABLE IF NOT EXISTS toolweave_transitions (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, '
     'run_id TEXT NOT NULL, step_id TEXT NOT NULL, item INTEGER, status TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, '
     'error TEXT, output TEXT, output_blob TEXT, value TEXT, value_blob TEXT, flags INTEGER NOT NULL DEFAULT 0, '
@@ -119,13 +120,16 @@ class PostgresStore(SqlStore):
         lease: seconds a run's holder may go without a heartbeat before another process may take the run over.
         pool: connections this process opens to the database, at most (shared by every store of the URL).
         retry: seconds an operation whose connection broke is tried again for.
+        read_only: open it only to read (listing, showing): a database without the plan store's tables is an
+            error, and none are created in it.
     """
 
     inline = False
+    dialect = 'postgresql'
     _for_update = ' FOR UPDATE'
 
     def __init__(self, conninfo: str, *, lease: float | None = None, pool: int | None = None,
-                 retry: float | None = None) -> None:
+                 retry: float | None = None, read_only: bool = False) -> None:
         try:
             import psycopg
             import psycopg_pool
@@ -145,6 +149,8 @@ class PostgresStore(SqlStore):
             self._pool.open(wait=True, timeout=30)
             with self._transaction() as cursor:
                 cursor.execute('SELECT pg_advisory_xact_lock(%s)', (_SETUP_LOCK,))
+                if read_only:
+                    check_tables(cursor, self.url)
                 cursor.execute("SELECT to_regclass('toolweave_meta') IS NOT NULL")
                 row = None
                 if cursor.fetchone()[0]:
@@ -159,6 +165,7 @@ class PostgresStore(SqlStore):
                                          f'version {SCHEMA_VERSION}.')
                 for statement in _SCHEMA:
                     cursor.execute(statement)
+                upgrade(cursor, 'postgresql')
                 if row is None:
                     cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', %s)",
                                    (str(SCHEMA_VERSION),))

@@ -18,6 +18,7 @@ steps fetching the same page) is stored once.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -25,7 +26,15 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from toolweave.exceptions import DecisionError, PlanStoreError, RunInUseError, RunLostError, UnknownRunError
+from toolweave.exceptions import (
+    DecisionError,
+    PlanStoreError,
+    RunCancelledError,
+    RunInUseError,
+    RunLostError,
+    UnknownRunError,
+)
+from toolweave.plan.durable._operations import RunOperations
 from toolweave.plan.durable._store import (
     LEASE_SECONDS,
     RunInfo,
@@ -43,20 +52,21 @@ T = TypeVar('T')
 BLOB_THRESHOLD = 2048
 """Characters above which an output or value is stored once, by digest."""
 SCHEMA_VERSION = 2
-"""1: the first stores; 2: fencing (`epoch`, `lease`, and each transition's `epoch` and `seq`), cancel requests and
-run names. A store of version 1 is upgraded when it is opened."""
+"""1: the first stores; 2: fencing (`epoch`, `lease`, and each transition's `epoch` and `seq`). A store of version 1
+is upgraded when it is opened; the columns operations added since (run names, cancel requests) and their indexes
+are added to any store that lacks them as it opens (`_operations.upgrade`)."""
 _HEARTBEAT_EVERY = 1.0
 """Seconds between two heartbeat renewals carried by appends (an append is frequent; the renewal need not be)."""
 
 _RUN_COLUMNS = ('run_id, plan_hash, plan, options, status, created_at, updated_at, owner, heartbeat_at, review, epoch, '
-                'lease, cancel, name')
+                'lease, name, cancel_requested_at, cancel_reason')
 TRANSITION_COLUMNS = _TRANSITION_COLUMNS = ('step_id, item, status, at, error, output, output_blob, value, value_blob, '
                                              'flags, detail')
 WRITE_COLUMNS = f'{TRANSITION_COLUMNS}, epoch, seq'
 """The columns a journal write fills."""
 
 
-class SqlStore(ABC):
+class SqlStore(RunOperations, ABC):
     """A `PlanStore` over a SQL database (see the module docstring). Thread-safe."""
 
     url: str
@@ -105,10 +115,10 @@ class SqlStore(ABC):
             if existing is not None:
                 return existing if attempt == 0 or existing.owner != info.owner else None
             cursor.execute(self._sql(f'INSERT INTO toolweave_runs ({_RUN_COLUMNS}) '
-                                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+                                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
                            (info.run_id, info.plan_hash, info.plan, info.options, info.status, info.created_at,
-                            info.updated_at, info.owner, info.heartbeat_at, info.review, 1, self.lease, None,
-                            info.name))
+                            info.updated_at, info.owner, info.heartbeat_at, info.review, 1, self.lease, info.name,
+                            info.cancel_requested_at, info.cancel_reason))
             self._last_heartbeat[info.run_id] = info.heartbeat_at or 0.0
             return None
         return self._do('create run', info.run_id, run)
@@ -118,6 +128,8 @@ class SqlStore(ABC):
             info = self._header(cursor, run_id, lock=True)
             if info is None:
                 raise self._unknown(cursor, run_id)
+            if info.status == 'cancelled' or info.cancel_requested_at is not None:
+                raise _cancelled(self.url, info)
             if info.owner is not None and info.owner != owner and not owner_is_stale(info.owner, info.heartbeat_at,
                                                                                      lease=info.lease):
                 age = '' if info.heartbeat_at is None else (
@@ -215,12 +227,15 @@ class SqlStore(ABC):
         (output, output_blob), (value, value_blob) = _split(transition.output, blobs), _split(transition.value, blobs)
 
         def run(cursor: Any, attempt: int) -> None:
-            if self._header(cursor, run_id, lock=True) is None:
+            info = self._header(cursor, run_id, lock=True)
+            if info is None:
                 raise self._unknown(cursor, run_id)
             cursor.execute(self._sql('SELECT status, error FROM toolweave_transitions WHERE run_id = ? AND step_id = ? '
                                      "AND item IS NULL AND status <> 'ready' ORDER BY id DESC LIMIT 1"),
                            (run_id, transition.step_id))
             last = cursor.fetchone()
+            if (last is None or last[0] != wanted) and wanted == 'parked':
+                raise self._not_parked(cursor, info, transition.step_id, None if last is None else last[0])
             if last is None or last[0] != wanted:
                 state = 'has not started' if last is None else f'is {last[0]}'
                 if last is not None and last[0] in ('decided', 'retry'):
@@ -275,7 +290,7 @@ class SqlStore(ABC):
         Raises:
             RunLostError: another process holds it, or nobody does (it was taken and let go).
         """
-        cursor.execute(self._sql(f'SELECT owner, epoch, cancel, heartbeat_at, lease FROM toolweave_runs '
+        cursor.execute(self._sql(f'SELECT owner, epoch, cancel_requested_at, cancel_reason FROM toolweave_runs '
                                  f'WHERE run_id = ?{self._for_update}'), (run_id,))
         row = cursor.fetchone()
         if row is None or row[0] != owner:
@@ -285,7 +300,7 @@ class SqlStore(ABC):
                                f'its lease lapsed (no heartbeat for over {self.lease:g} s: was the process paused, '
                                'suspended or cut off from the store?). This process stopped the run without calling '
                                'another tool; the store refused its writes, and the run goes on where it is held.')
-        return row[1], row[2]
+        return row[1], None if row[2] is None else (row[3] or 'no reason given')
 
     def _do(self, what: str, run_id: str | None, work: Callable[[Any, int], T], *, retry: bool = True) -> T:
         """Run `work(cursor, attempt)` in one transaction; while the connection breaks, try again (see
@@ -313,6 +328,25 @@ class SqlStore(ABC):
                                  f'{self._for_update if lock else ""}'), (run_id,))
         row = cursor.fetchone()
         return None if row is None else RunInfo(*row)
+
+    def _not_parked(self, cursor: Any, info: RunInfo, step_id: str, status: str | None) -> DecisionError:
+        """Why a decision for `step_id` is refused (its last status is `status`), naming the steps that do wait."""
+        parked = self._waiting_steps(cursor, info.run_id)
+        waiting = (f'Its steps waiting for a decision: {", ".join(parked)}.' if parked else
+                   'None of its steps waits for a decision.')
+        if step_id not in {step['id'] for step in json.loads(info.plan)['steps']}:
+            return DecisionError(f'Plan run {info.run_id!r} has no step {step_id!r}: it is not in the plan. {waiting}')
+        state = 'has not started' if status is None else f'is {status}'
+        if status in ('decided', 'retry'):
+            state = 'already has a decision, not yet picked up by a resume'
+        return DecisionError(f'Step {step_id!r} of plan run {info.run_id!r} {state}: only a parked step takes a '
+                             f'decision. {waiting}')
+
+    def _waiting_steps(self, cursor: Any, run_id: str) -> list[str]:
+        cursor.execute(self._sql('SELECT step_id, status FROM toolweave_transitions WHERE run_id = ? AND item IS NULL '
+                                 "AND status <> 'ready' ORDER BY id"), (run_id,))
+        last = dict(cursor.fetchall())
+        return [step_id for step_id, status in last.items() if status == 'parked']
 
     def _unknown(self, cursor: Any, run_id: str) -> UnknownRunError:
         cursor.execute(self._sql('SELECT run_id FROM toolweave_runs ORDER BY updated_at DESC LIMIT 5'))
@@ -347,6 +381,13 @@ def store_options(url: str, allowed: Sequence[str]) -> tuple[str, dict[str, str]
         elif part:
             theirs.append(part)
     return base + ('?' + '&'.join(theirs) if theirs else ''), ours
+def _cancelled(url: str, info: RunInfo) -> RunCancelledError:
+    why = f' ({info.cancel_reason})' if info.cancel_reason else ''
+    if info.status == 'cancelled':
+        return RunCancelledError(f'Plan run {info.run_id!r} in {url} was cancelled{why}: a cancelled run never runs '
+                                 'again. Start the plan under a new run id to run it again.')
+    return RunCancelledError(f'Plan run {info.run_id!r} in {url} is being cancelled{why}: it does not run again. '
+                             f'`toolweave runs cancel {info.run_id}` (or `cancel_run`) completes the cancel.')
 
 
 def _split(text: str | None, blobs: dict[str, str]) -> tuple[str | None, str | None]:
@@ -362,8 +403,6 @@ def upgrade_statements(real: str) -> tuple[str, ...]:
     """What turns a store of schema version 1 into version 2 (`real`: the database's floating-point type)."""
     return ('ALTER TABLE toolweave_runs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0',
             f'ALTER TABLE toolweave_runs ADD COLUMN lease {real} NOT NULL DEFAULT {LEASE_SECONDS}',
-            'ALTER TABLE toolweave_runs ADD COLUMN cancel TEXT',
-            'ALTER TABLE toolweave_runs ADD COLUMN name TEXT',
             'ALTER TABLE toolweave_transitions ADD COLUMN epoch INTEGER',
             'ALTER TABLE toolweave_transitions ADD COLUMN seq INTEGER',
             UNIQUE_WRITES)

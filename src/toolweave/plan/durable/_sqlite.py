@@ -15,11 +15,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal
 
 from toolweave.exceptions import PlanStoreError, UserError
+from toolweave.plan.durable._operations import UPGRADED_COLUMNS, upgrade
 from toolweave.plan.durable._sql import SCHEMA_VERSION, UNIQUE_WRITES, SqlStore, upgrade_statements
 from toolweave.plan.durable._store import LEASE_SECONDS, StoreBusy
 
@@ -32,7 +33,7 @@ _SCHEMA = (
     'CREATE TABLE IF NOT EXISTS toolweave_runs (run_id TEXT PRIMARY KEY, plan_hash TEXT NOT NULL, plan TEXT NOT NULL, '
     'options TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, owner TEXT, '
     f'heartbeat_at REAL, review TEXT, epoch INTEGER NOT NULL DEFAULT 0, lease REAL NOT NULL DEFAULT {LEASE_SECONDS}, '
-    'cancel TEXT, name TEXT)',
+    'name TEXT, cancel_requested_at REAL, cancel_reason TEXT)',
     'CREATE TABLE IF NOT EXISTS toolweave_transitions (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, '
     'step_id TEXT NOT NULL, item INTEGER, status TEXT NOT NULL, at REAL NOT NULL, error TEXT, output TEXT, '
     'output_blob TEXT, value TEXT, value_blob TEXT, flags INTEGER NOT NULL DEFAULT 0, detail TEXT, epoch INTEGER, '
@@ -66,12 +67,15 @@ class SqliteStore(SqlStore):
         synchronous: `'normal'` (the default: a killed process loses nothing committed) or `'full'` (a commit
             also survives a power cut, at the cost of waiting for the disk on every step start).
         lease: seconds a run's holder may go without a heartbeat before another process may take the run over.
+        read_only: open an existing store only to read it (listing, showing): a missing file is an error, not a
+            new empty store.
     """
 
     inline = True
+    dialect = 'sqlite'
 
     def __init__(self, path: str | Path, *, synchronous: Synchronous = 'normal',
-                 lease: float = LEASE_SECONDS) -> None:
+                 lease: float = LEASE_SECONDS, read_only: bool = False) -> None:
         if synchronous not in ('normal', 'full'):
             raise UserError(f"SqliteStore synchronous must be 'normal' or 'full', got {synchronous!r}.")
         self.path = Path(path)
@@ -79,12 +83,16 @@ class SqliteStore(SqlStore):
         self._lock = threading.Lock()  # one connection, used from the event loop and from worker threads
         self._patient = threading.local()
         self._busy_ms = _BUSY_MS
+        self.read_only = read_only
+        if read_only and self._open_to_read():
+            return
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                        timeout=_BUSY_MS / 1000)
         except sqlite3.Error as exc:
             raise PlanStoreError(f'Cannot open plan store {self.url}: {exc}. Check that the folder '
                                  f'{str(self.path.parent)!r} exists and is writable.') from exc
+        self.read_only = False
         try:
             mode = self._db.execute('PRAGMA journal_mode=WAL').fetchone()[0]
             self._db.execute(f'PRAGMA synchronous={synchronous.upper()}')
@@ -112,6 +120,7 @@ class SqliteStore(SqlStore):
                                      f'{SCHEMA_VERSION}. Use a new file, or the toolweave version that wrote it.')
             for statement in _SCHEMA:
                 cursor.execute(statement)
+            upgrade(cursor, 'sqlite')
             if row is None:
                 cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
@@ -135,7 +144,9 @@ class SqliteStore(SqlStore):
                     cursor.execute(f'PRAGMA busy_timeout = {wait}')
                     self._busy_ms = wait
                 try:
-                    cursor.execute('BEGIN IMMEDIATE')  # the write lock now, not at the first write: no upgrade deadlock
+                    # The write lock now, not at the first write: no upgrade deadlock (a store opened to read takes
+                    # none).
+                    cursor.execute('BEGIN' if self.read_only else 'BEGIN IMMEDIATE')
                 except sqlite3.OperationalError as exc:
                     if wait == _BUSY_MS and 'locked' in str(exc):
                         raise StoreBusy(f'Plan store {self.url} is being written by another process') from exc
@@ -153,6 +164,51 @@ class SqliteStore(SqlStore):
 
     def _sql(self, query: str) -> str:
         return query
+
+    def _reading(self) -> AbstractContextManager[sqlite3.Cursor]:
+        return self._deferred()
+
+    @contextmanager
+    def _deferred(self) -> Iterator[sqlite3.Cursor]:
+        """A transaction that reads: it waits for no writer, and no writer waits for it (WAL)."""
+        with self._lock:
+            cursor = self._db.cursor()
+            cursor.execute('BEGIN')
+            try:
+                yield cursor
+            finally:
+                if self._db.in_transaction:
+                    self._db.rollback()
+                cursor.close()
+
+    def _open_to_read(self) -> bool:
+        """Open the existing file read-only; `False` when it must be opened to write once first (its tables lack
+        what this version reads: `upgrade` adds it)."""
+        if not self.path.is_file():
+            raise PlanStoreError(f'Cannot open plan store {self.url}: the file {str(self.path)!r} does not exist. '
+                                 'Check the path (`--store`, or TOOLWEAVE_STORE).')
+        try:
+            self._db = sqlite3.connect(f'{self.path.resolve().as_uri()}?mode=ro', uri=True, isolation_level=None,
+                                       check_same_thread=False, timeout=30.0)
+            columns = {row[1] for row in self._db.execute('PRAGMA table_info(toolweave_runs)')}
+            columns |= {row[1] for row in self._db.execute('PRAGMA table_info(toolweave_transitions)')}
+            row = self._db.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'").fetchone()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise PlanStoreError(f'Cannot open plan store {self.url}: {exc}. Is it a plan store (a SQLite database '
+                                 'written by toolweave)?') from exc
+        if row is not None and row[0] == '1':  # an older store: opened to write once, it is upgraded
+            self._db.close()
+            return False
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            self._db.close()
+            raise PlanStoreError(f'Cannot open plan store {self.url}: it has schema version '
+                                 f'{None if row is None else row[0]!r}; this toolweave reads version {SCHEMA_VERSION}.')
+        if not columns.issuperset(UPGRADED_COLUMNS):
+            self._db.close()
+            return False
+        self.wal = self._db.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'
+        return True
 
     def _reason(self, exc: Exception) -> str | None:
         return f'{type(exc).__name__}: {exc}' if isinstance(exc, sqlite3.Error) else None
