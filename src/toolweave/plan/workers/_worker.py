@@ -279,7 +279,7 @@ class Worker:
                                       if status.executor_id == self.executor_id})
         return dead
 
-    def _put_back_orphans(self, DBOS: Any, held: set[str]) -> None:  # noqa: N803 (the class DBOS)
+    def _put_back_orphans(self, DBOS: Any, held: set[str]) -> None:
         # A step that is PENDING under this worker but not running here, at two looks a second apart (a step just
         # taken from the queue is PENDING a moment before it runs), lost its execution to a database outage.
         from dbos._dbos import _get_dbos_instance
