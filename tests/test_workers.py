@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -186,7 +187,7 @@ def test_a_database_that_goes_away_stops_the_run_and_a_resume_finishes_it_once(
             if record.id in done:
                 resolve_step_sync('away', record.id, {'step': record.id}, store=postgres_url, reason='in the ledger')
             else:
-                anyio.run(lambda: decide('away', record.id, ReviewDecision.approve(), store=postgres_url))
+                anyio.run(partial(decide, 'away', record.id, ReviewDecision.approve(), store=postgres_url))
         if parked:
             run = anyio.run(lambda: resume_plan('away', TOOLS, store=postgres_url))
     effects = Counter(step for kind, step, _ in ledger_lines(ledger) if kind == 'E')
