@@ -124,11 +124,12 @@ def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset |
 
 async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
                         extra_refused: frozenset[str] = frozenset(),
-                        earlier: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Prepared | None, Problems]:
+                        earlier: Mapping[str, Mapping[str, Any]] | None = None,
+                        arrived: Validator | None = None) -> tuple[Prepared | None, Problems]:
     """`prepare`, in a worker thread for a plan of more than `INLINE_PREPARE_STEPS` steps, so the event loop is
     never held for long (validating 10,000 steps takes about 100 ms)."""
     work = partial(prepare, parsed, tools, max_steps=max_steps, max_items=max_items, extra_refused=extra_refused,
-                   earlier=earlier)
+                   earlier=earlier, arrived=arrived)
     steps = parsed.plan.steps
     if len(steps) > max_steps or (len(steps) <= INLINE_PREPARE_STEPS and _light(steps)):
         return work()
@@ -251,8 +252,9 @@ class Validator:
         self._check_ids(start)
         self._check_tools(start)
         self._read_contracts(start)
-        for index in range(start, len(self.steps)):
-            self._check_step(index)
+        steps = self.steps
+        for index in range(start, len(steps)):
+            self._check_step(index, steps[index])
 
     def finish(self, plan: Plan) -> tuple[Prepared | None, Problems]:
         """Check the whole of `plan` (whose steps are the ones added): the steps `output_steps` names, cycles; then
@@ -301,18 +303,11 @@ class Validator:
             ids[step_id] = index
 
     def _check_tools(self, start: int) -> None:
-        steps, found, refused = self.steps, self.found, self.refused
+        steps, found = self.steps, self.found
         if not self.reported:  # the common case: look each new name up once, then one list in one pass
             for name in {step.tool for step in islice(steps, start, None) if step.forms is None or not step.is_select}:
-                if name in found:
-                    continue
-                try:
-                    tool = self.tools.get(name) if name not in refused else None
-                except UnknownToolError:
-                    tool = None
-                if tool is None or _runs_plans(tool):
+                if name not in found and self._tool_for(name) is None:
                     break
-                found[name] = tool
             else:
                 self.resolved.extend([found[step.tool] if step.forms is None or not step.is_select else None
                                       for step in islice(steps, start, None)])
@@ -356,21 +351,23 @@ class Validator:
         return tool
 
     def _read_contracts(self, start: int) -> None:
-        """The new tools' contracts: references are checked against output schemas once a tool declares one,
-        literals against input schemas once a tool's schema restricts anything."""
-        seen, contracts = self.seen, self.contracts
+        seen = self.seen
         for tool in islice(self.resolved, start, None):
-            if tool is None or id(tool) in seen:
-                continue
-            seen.add(id(tool))
-            contract = contracts.of(tool)
-            if contract.output is not None:
-                self.scanner.check = contracts.check_reference
-            if not contract.permissive:
-                self.check_literals = True
+            if tool is not None and id(tool) not in seen:
+                self._read_contract(tool)
 
-    def _check_step(self, index: int) -> None:
-        step = self.steps[index]
+    def _read_contract(self, tool: Tool) -> None:
+        """A new tool's contract: references are checked against output schemas once a tool declares one, literals
+        against input schemas once a tool's schema restricts anything."""
+        self.seen.add(id(tool))
+        contract = self.contracts.of(tool)
+        if contract.output is not None:
+            self.scanner.check = self.contracts.check_reference
+        if not contract.permissive:
+            self.check_literals = True
+
+    def _check_step(self, index: int, step: PlanStep) -> bool:
+        """Check step `index` (`step`) and note what it needs; whether it has problems (added to `problems`)."""
         scanner = self.scanner
         arguments = step.arguments
         plain = step.forms is None
@@ -379,7 +376,7 @@ class Validator:
             if plain:
                 self.rewrite.append(False)
                 self.deps.append(_NO_DEPS)
-                return
+                return False
             arguments = {}
         try:
             found, changes, messages = scanner.scan(arguments, index) if plain else scanner.scan(
@@ -406,24 +403,35 @@ class Validator:
             self.deps.append((found[0],))
         else:
             self.deps.append(tuple(dict.fromkeys(found)))
+        return bool(messages)
 
     # --- a plan that streams in -------------------------------------------------------------------------------------
 
     def admit(self, step: PlanStep) -> bool:
-        """Add `step`, the next one of a plan still arriving, if it validates with the steps before it; whether it
-        did. A step that does not is taken back (the validator is as it was before), to be held (`hold`)."""
+        """Add `step`, the next one of a plan still arriving (its id new and valid), if it validates with the steps
+        before it; whether it did. A step that does not is taken back (the validator is as it was), to be held
+        (`hold`). The checks are `add`'s, for one step (a tool that is not found is not admitted: the whole plan
+        reports it)."""
+        tool = None
+        if not step.is_select:
+            tool = self.found.get(step.tool) or self._tool_for(step.tool)
+            if tool is None:
+                return False
+            if id(tool) not in self.seen:
+                self._read_contract(tool)
         index = len(self.steps)
         table, external = self.scanner.table, self.scanner.external
         marks = len(table.whole), len(table.objects), len(table.templates), len(external)
-        self.add((step,))
-        if not self.problems and index not in self.deps[index]:  # a reference to itself is a cycle
+        self.steps.append(step)
+        self.ids[step.id] = index
+        self.resolved.append(tool)
+        if not self._check_step(index, step) and index not in self.deps[index]:  # a reference to itself: a cycle
             self._link(index)
             return True
         self.problems = Problems()
         del self.steps[index:], self.resolved[index:], self.rewrite[index:], self.deps[index:]
         self.kinds.pop(index, None)
-        if self.ids.get(step.id) == index:
-            del self.ids[step.id]
+        del self.ids[step.id]
         # The references it bound first leave the table (a later step binds and checks them again), and so do the
         # earlier plans' steps it was the first to name.
         for part, size in ((table.whole, marks[0]), (table.objects, marks[1]), (table.templates, marks[2])):
@@ -432,15 +440,30 @@ class Validator:
         del external[marks[3]:]
         return False
 
+    def _tool_for(self, name: str) -> Tool | None:
+        """The tool a step may call by `name` (found, not a plan tool), remembered; else `None`."""
+        try:
+            tool = self.tools.get(name) if name not in self.refused else None
+        except UnknownToolError:
+            return None
+        if tool is None or _runs_plans(tool):
+            return None
+        self.found[name] = tool
+        return tool
+
     def hold(self, step_id: str) -> None:
         """Add a placeholder for the next step, held back until the whole plan has arrived: a select step of nothing
-        with the step's id, so that later steps may refer to it (and wait for it)."""
+        with the step's id (new and valid), so that later steps may refer to it (and wait for it)."""
         if self.settled is None:
             table = self.scanner.table
             self.settled = (len(self.steps), len(table.whole), len(table.objects), len(table.templates),
                             len(self.scanner.external))
         index = len(self.steps)
-        self.add((PlanStep(step_id, '', {}, None, _PLACEHOLDER),))
+        placeholder = PlanStep(step_id, '', {}, None, _PLACEHOLDER)
+        self.steps.append(placeholder)
+        self.ids[step_id] = index
+        self.resolved.append(None)
+        self._check_step(index, placeholder)
         self._link(index)
 
     def _link(self, index: int) -> None:
@@ -496,19 +519,21 @@ class Validator:
             return None
         resumed = Validator(self.tools, dialect=self.dialect, max_items=self.max_items, refused=self.refused,
                             earlier=self.earlier, reported=reported, problems=problems)
-        resumed.steps.extend(islice(plan.steps, count))
-        resumed.ids.update(islice(self.ids.items(), count))  # in plan order: one valid id per step
-        resumed.resolved.extend(islice(self.resolved, count))
-        resumed.rewrite.extend(islice(self.rewrite, count))
-        resumed.deps.extend(islice(self.deps, count))
+        resumed.steps.extend(plan.steps[:count])
+        resumed.ids.update(self.ids if count == len(self.ids) else islice(self.ids.items(), count))  # in plan order
+        resumed.resolved.extend(self.resolved[:count])
+        resumed.rewrite.extend(self.rewrite[:count])
+        resumed.deps.extend(self.deps[:count])
         resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < count)
-        resumed.found.update((step.tool, tool) for step, tool in zip(resumed.steps, resumed.resolved, strict=True)
-                             if tool is not None)
-        scanner = resumed.scanner
-        scanner.table = RefTable(dict(islice(table.whole.items(), sizes[0])),
-                                 dict(islice(table.objects.items(), sizes[1])),
-                                 dict(islice(table.templates.items(), sizes[2])))
-        scanner.external.extend(islice(external, sizes[3]))
+        if reported:  # `_tool` answers from the tools found before, first: exactly those of the steps taken
+            resumed.found.update((step.tool, tool) for step, tool in zip(resumed.steps, resumed.resolved, strict=True)
+                                 if tool is not None)
+        else:  # only the tools a name finds (a name looked up again finds the same)
+            resumed.found.update(self.found)
+        resumed.scanner.table = RefTable(*(_first(part, size) for part, size in
+                                           ((table.whole, sizes[0]), (table.objects, sizes[1]),
+                                            (table.templates, sizes[2]))))
+        resumed.scanner.external.extend(external[:sizes[3]])
         # The contracts read so far go on (nothing that runs the plan uses them): what they hold about a reference
         # text is what its binding found, and a text bound again is checked again.
         contracts = resumed.contracts = self.contracts
@@ -516,8 +541,13 @@ class Validator:
         resumed.seen.update(self.seen)
         resumed.check_literals = self.check_literals
         if self.scanner.check is not None:
-            scanner.check = contracts.check_reference
+            resumed.scanner.check = contracts.check_reference
         return resumed
+
+
+def _first(part: dict[str, Any], size: int) -> dict[str, Any]:
+    """A copy of the first `size` entries of `part` (in the order they were added)."""
+    return part.copy() if size == len(part) else dict(islice(part.items(), size))
 
 
 def _scan_field(scanner: Scanner, value: Any, index: int, field: str, found: list[int],
