@@ -31,7 +31,7 @@ from toolweave.plan._parse import (
     too_many_steps,
 )
 from toolweave.plan._refs import ID_PATTERN
-from toolweave.plan._scan import RefTable, Rewrite, Scanner
+from toolweave.plan._scan import Bound, RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
@@ -204,7 +204,7 @@ class Validator:
 
     __slots__ = ('available', 'chains', 'check_literals', 'contracts', 'deps', 'dependents', 'dialect', 'earlier',
                  'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused', 'reported',
-                 'resolved', 'rewrite', 'scanner', 'seen', 'settled', 'steps', 'tools', 'waves')
+                 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps', 'taken', 'tools', 'waves')
 
     def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
                  earlier: Mapping[str, Mapping[str, Any]] | None, reported: set[tuple[int, str]] | None = None,
@@ -239,9 +239,11 @@ class Validator:
         self.waves: list[int] = []
         self.chains: list[int] = []
         self.growing: Prepared | None = None
-        self.settled: tuple[int, int, int, int, int] | None = None
-        """Where the steps that may be taken as checked at close end: the steps before the first one held back
-        (their number), and the sizes then of the reference table's three parts and of `external`."""
+        # The whole plan of a plan that streamed in (`resume`).
+        self.source: Validator | None = None
+        """The validator that checked the steps as they arrived."""
+        self.taken: frozenset[int] = frozenset()
+        """The steps `add` takes as `source` checked them."""
 
     # --- checking steps -------------------------------------------------------------------------------------------
 
@@ -252,9 +254,12 @@ class Validator:
         self._check_ids(start)
         self._check_tools(start)
         self._read_contracts(start)
-        steps = self.steps
+        steps, taken = self.steps, self.taken
         for index in range(start, len(steps)):
-            self._check_step(index, steps[index])
+            if index in taken:
+                self._take(index)
+            else:
+                self._check_step(index, steps[index])
 
     def finish(self, plan: Plan) -> tuple[Prepared | None, Problems]:
         """Check the whole of `plan` (whose steps are the ones added): the steps `output_steps` names, cycles; then
@@ -267,6 +272,16 @@ class Validator:
         scanner = self.scanner
         return Prepared(plan, self.resolved, self.rewrite, scanner.table, self.deps, dependents, waves, self.kinds,
                         scanner.external, self.max_items, chains), problems
+
+    def _take(self, index: int) -> None:
+        """Step `index` as `source` checked it when it arrived (see `resume`)."""
+        source = self.source
+        assert source is not None
+        self.rewrite.append(source.rewrite[index])
+        self.deps.append(source.deps[index])
+        kind = source.kinds.get(index)
+        if kind is not None:
+            self.kinds[index] = kind
 
     def _label(self, index: int) -> str:
         """`steps[2] (id 'fetch')`; just `steps[2]` in index-based plans, whose ids the model never wrote."""
@@ -413,10 +428,12 @@ class Validator:
         (`hold`). The checks are `add`'s, for one step (a tool that is not found is not admitted: the whole plan
         reports it)."""
         tool = None
-        if not step.is_select:
-            tool = self.found.get(step.tool) or self._tool_for(step.tool)
+        if step.forms is None or not step.is_select:
+            tool = self.found.get(step.tool)
             if tool is None:
-                return False
+                tool = self._tool_for(step.tool)
+                if tool is None:
+                    return False
             if id(tool) not in self.seen:
                 self._read_contract(tool)
         index = len(self.steps)
@@ -454,10 +471,6 @@ class Validator:
     def hold(self, step_id: str) -> None:
         """Add a placeholder for the next step, held back until the whole plan has arrived: a select step of nothing
         with the step's id (new and valid), so that later steps may refer to it (and wait for it)."""
-        if self.settled is None:
-            table = self.scanner.table
-            self.settled = (len(self.steps), len(table.whole), len(table.objects), len(table.templates),
-                            len(self.scanner.external))
         index = len(self.steps)
         placeholder = PlanStep(step_id, '', {}, None, _PLACEHOLDER)
         self.steps.append(placeholder)
@@ -499,41 +512,61 @@ class Validator:
                 and refused == self.refused and (earlier or {}) == (self.earlier or {}))
 
     def resume(self, plan: Plan, reported: set[tuple[int, str]], problems: Problems) -> Validator | None:
-        """A validator of the whole `plan` that has already checked its first steps: those this one admitted before
-        it held one back, as far as `plan` holds them unchanged (and its parser reported nothing about them); `None`
-        when there are none. They validated with the steps before them, so they do in the whole plan (they refer
-        to no later step and to no placeholder), and what checking them left behind (bound references, earlier
-        plans' steps, contracts read) is what checking them in the whole plan would leave."""
-        table, external = self.scanner.table, self.scanner.external
-        count, *sizes = self.settled or (len(self.steps), len(table.whole), len(table.objects), len(table.templates),
-                                         len(external))
-        count = min(count, len(plan.steps))
-        if reported:
-            count = min(count, min((index for index, _ in reported if index >= 0), default=count))
-        mine = self.steps
-        for index, step in enumerate(islice(plan.steps, count)):
-            if step != mine[index]:
-                count = index
-                break
-        if not count:
+        """A validator of the whole `plan` that takes as checked the steps this one admitted as they arrived, where
+        `plan` holds them unchanged and they refer only to such steps (one that refers to a step held back, or read
+        differently, is checked again: what it refers to is not what it was checked against). A step taken
+        validates in the whole plan as it did then, and what checking it left behind (references bound, earlier
+        plans' steps named, contracts read) is what checking it in the whole plan leaves. `None` when nothing can
+        be taken: the parser reported problems (the plan does not validate anyway), or `plan`'s steps do not have
+        the ids the arrived ones had."""
+        mine, theirs = self.steps, plan.steps
+        count = min(len(mine), len(theirs))
+        if reported or not count:
             return None
+        same = bytearray(b'\x01') * count  # per step that arrived: whether `plan` holds it as it was checked
+        everything = theirs[:count] == tuple(mine[:count])
+        if not everything:
+            for index in range(count):
+                if theirs[index] != mine[index]:
+                    if theirs[index].id != mine[index].id:
+                        return None
+                    same[index] = 0
+        if everything:
+            taken: Sequence[int] = range(count)
+            prefix = count
+        else:
+            deps = self.deps
+            taken = [index for index in range(count) if same[index] and all(same[dep] for dep in deps[index])]
+            if not taken:
+                return None
+            prefix = next((index for index, step in enumerate(taken) if index != step), len(taken))
         resumed = Validator(self.tools, dialect=self.dialect, max_items=self.max_items, refused=self.refused,
                             earlier=self.earlier, reported=reported, problems=problems)
-        resumed.steps.extend(plan.steps[:count])
-        resumed.ids.update(self.ids if count == len(self.ids) else islice(self.ids.items(), count))  # in plan order
-        resumed.resolved.extend(self.resolved[:count])
-        resumed.rewrite.extend(self.rewrite[:count])
-        resumed.deps.extend(self.deps[:count])
-        resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < count)
-        if reported:  # `_tool` answers from the tools found before, first: exactly those of the steps taken
-            resumed.found.update((step.tool, tool) for step, tool in zip(resumed.steps, resumed.resolved, strict=True)
-                                 if tool is not None)
-        else:  # only the tools a name finds (a name looked up again finds the same)
-            resumed.found.update(self.found)
-        resumed.scanner.table = RefTable(*(_first(part, size) for part, size in
-                                           ((table.whole, sizes[0]), (table.objects, sizes[1]),
-                                            (table.templates, sizes[2]))))
-        resumed.scanner.external.extend(external[:sizes[3]])
+        # The steps taken up to the first one not taken, whole; those after it, one by one in `add` (`_take`).
+        resumed.steps.extend(theirs[:prefix])
+        resumed.ids.update(self.ids if prefix == len(self.ids) else islice(self.ids.items(), prefix))  # plan order
+        resumed.resolved.extend(self.resolved[:prefix])
+        resumed.rewrite.extend(self.rewrite[:prefix])
+        resumed.deps.extend(self.deps[:prefix])
+        resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < prefix)
+        resumed.taken = frozenset(taken[prefix:])
+        resumed.source = self
+        resumed.found.update(self.found)  # a name looked up again finds the same tool
+        # The references bound so far, but those to a step that is not what it was then (their check and what is
+        # known of their types hold no more: the step that uses one first checks it again); every earlier plan's
+        # step named, at the same positions.
+        table, scanner = self.scanner.table, resumed.scanner
+        if everything:
+            scanner.table = RefTable(table.whole.copy(), table.objects.copy(), table.templates.copy())
+        else:
+            def holds(bound: Bound) -> bool:
+                position = bound[3]
+                return position < 0 or (position < count and bool(same[position]))
+            scanner.table = RefTable({text: bound for text, bound in table.whole.items() if holds(bound)},
+                                     {text: bound for text, bound in table.objects.items() if holds(bound)},
+                                     {text: parts for text, parts in table.templates.items()
+                                      if all(isinstance(part, str) or holds(part) for part in parts)})
+        scanner.external.extend(self.scanner.external)
         # The contracts read so far go on (nothing that runs the plan uses them): what they hold about a reference
         # text is what its binding found, and a text bound again is checked again.
         contracts = resumed.contracts = self.contracts
@@ -541,13 +574,8 @@ class Validator:
         resumed.seen.update(self.seen)
         resumed.check_literals = self.check_literals
         if self.scanner.check is not None:
-            resumed.scanner.check = contracts.check_reference
+            scanner.check = contracts.check_reference
         return resumed
-
-
-def _first(part: dict[str, Any], size: int) -> dict[str, Any]:
-    """A copy of the first `size` entries of `part` (in the order they were added)."""
-    return part.copy() if size == len(part) else dict(islice(part.items(), size))
 
 
 def _scan_field(scanner: Scanner, value: Any, index: int, field: str, found: list[int],
