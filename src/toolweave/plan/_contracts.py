@@ -445,12 +445,13 @@ class Contracts:
     def check_reference(self, position: int, path: Sequence[Segment], text: str) -> str | None:
         """A problem with a reference to step `position` at `path`, when its output schema rules the path out."""
         schema = self.produced(position)
-        if schema is None:
+        found, problem = (schema, None) if schema is None or not path else schema_at(schema, path, schema)
+        # Set or cleared each time: a text bound again (its first binding was taken back) says what it points at now.
+        if found is None or schema is None:
             self._types[text] = None
-            return None
-        found, problem = schema_at(schema, path, schema) if path else (schema, None)
-        self._types[text] = None if found is None else json_types(found, schema)
-        if found is not None:
+            self._schemas.pop(text, None)
+        else:
+            self._types[text] = json_types(found, schema)
             self._schemas[text] = (found, schema)
         return problem
 

@@ -839,12 +839,22 @@ class Run:
 
     # --- a plan that arrives while it runs (`open`) --------------------------------------------------------------
 
-    def grow(self, prepared: Prepared, held: Collection[int]) -> None:
-        """More of the plan has arrived: adopt `prepared`, the plan so far (validated; the known steps at the same
-        positions), and queue the steps now ready, except those `held` for the whole plan."""
-        self.adopt(prepared)
+    def grow(self, prepared: Prepared, steps: Sequence[PlanStep], held: Collection[int]) -> None:
+        """More of the plan has arrived: `steps` are its steps so far, those the run has (unchanged, at the same
+        positions) then new ones, each referring only to steps before it, and `prepared` holds their graph (its
+        per-step lists cover `steps`; its `plan` is the whole plan only once `close`d, so building it is not paid for
+        at each growth: until then the run reads `steps`). The new steps are counted off their dependencies, those
+        `held` for the whole plan waiting for one more: the cost is the new steps' and their references', whatever
+        the length of the plan so far."""
+        known = len(self.records)
+        self.take_graph(prepared)
+        self.steps = steps
+        records = self.records
+        records.extend(StepRecord(steps[index], index, self) for index in range(known, len(steps)))
+        self.waiting.extend([0] * (len(records) - known))
+        self.limit = self.concurrency or len(records) or 1
         self.held = held
-        self.recount()
+        self.count_new(known)
 
     def close(self, prepared: Prepared) -> None:
         """The whole plan has arrived and validated: adopt it, release the held steps, start the whole-plan
@@ -868,19 +878,57 @@ class Run:
         """Take the plan's graph from `prepared`: the steps known so far at the same positions (a step that has
         not started takes its new form: a held step arrives as a placeholder), then the new ones."""
         plan = prepared.plan
-        self.prepared = prepared
+        self.take_graph(prepared)
         self.steps = plan.steps
-        self.deps, self.dependents = prepared.deps, prepared.dependents
-        self.rewrite, self.tools, self.kinds = prepared.rewrite, prepared.tools, prepared.kinds
-        self.resolver.table, self.resolver.external = prepared.table, prepared.external
         records = self.records
         known = len(records)
         for record, step in zip(records, plan.steps, strict=False):
             record.step = step
         records.extend(StepRecord(step, index, self) for index, step in enumerate(plan.steps[known:], known))
         self.waiting.extend([0] * (len(records) - known))
-        self.priority = prepared.chains
         self.limit = self.concurrency or len(records) or 1
+
+    def take_graph(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.deps, self.dependents = prepared.deps, prepared.dependents
+        self.rewrite, self.tools, self.kinds = prepared.rewrite, prepared.tools, prepared.kinds
+        self.resolver.table, self.resolver.external = prepared.table, prepared.external
+        self.priority = prepared.chains
+
+    def count_new(self, start: int) -> None:
+        """Count the steps from `start` on (new: nothing refers to them yet) off their dependencies as `recount`
+        would: queue the ones ready, skip those behind a step that did not succeed, hold those behind a parked one;
+        a held step waits for one more. Then send for workers, or end the run if nothing is left."""
+        records, waiting, held, stuck, blocked = self.records, self.waiting, self.held, self.stuck, self.blocked
+        behind: list[int] = []
+        for index in range(start, len(records)):
+            count = 1 if index in held else 0
+            for dep in self.deps[index]:
+                status = records[dep].status
+                if status not in _ENDED:
+                    count += 1
+                    if dep in stuck:
+                        stuck.add(index)
+                elif status != 'succeeded':
+                    blocked.add(index)
+            waiting[index] = count
+            self.unfinished += 1
+            if count:
+                continue
+            if index in blocked:
+                behind.append(index)
+            else:
+                heapq.heappush(self.ready, (-self.priority[index], index))
+                if self.on_ready:
+                    self.tell_ready(records[index])
+        self.settled_at = len(stuck)
+        for index in behind:
+            self.skip(index)
+            self.release(index, ok=False)
+        if self.unfinished == self.settled_at:
+            self.wake_all()
+        elif self.ready and self.task_group is not None:
+            self.staff()
 
     def recount(self) -> None:
         """Count every step that has not started off its dependencies again, from the records: queue the ones

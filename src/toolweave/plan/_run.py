@@ -43,7 +43,8 @@ async def run_parsed(parsed: Parsed, tools: Toolset, options: RunOptions, *, con
     steps the run keeps (or cancels, when the plan does not validate)."""
     steps = {plan: {record.id: record for record in run.steps} for plan, run in (earlier or {}).items()}
     prepared, problems = await prepare_async(parsed, tools, max_steps=options.max_steps, max_items=options.max_items,
-                                             extra_refused=refused, earlier=steps)
+                                             extra_refused=refused, earlier=steps,
+                                             arrived=streamed.arrived() if streamed is not None else None)
     if prepared is None:
         ran = None
         if streamed is not None:

@@ -38,7 +38,7 @@ from toolweave.plan._refs import (
     splice_text,
 )
 
-__all__ = ('DEFAULT_INPUT_LIMIT', 'RefTable', 'Resolver', 'Rewrite', 'Scanner')
+__all__ = ('DEFAULT_INPUT_LIMIT', 'Bound', 'RefTable', 'Resolver', 'Rewrite', 'Scanner')
 
 Bound = tuple[str, tuple[Segment, ...], str, int]
 """A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage

@@ -7,10 +7,10 @@ A valid plan comes out prepared for the executor: tools looked up, arguments com
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any
 
 import anyio
@@ -18,7 +18,7 @@ import anyio
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._contracts import Contracts
 from toolweave.plan._expr import Expression, ExpressionError, compile_expression
-from toolweave.plan._model import Plan, PlanStep
+from toolweave.plan._model import Dialect, Plan, PlanStep, StepForms
 from toolweave.plan._parse import (
     DEFAULT_MAX_BYTES,
     EMPTY_PLAN,
@@ -31,11 +31,11 @@ from toolweave.plan._parse import (
     too_many_steps,
 )
 from toolweave.plan._refs import ID_PATTERN
-from toolweave.plan._scan import RefTable, Rewrite, Scanner
+from toolweave.plan._scan import Bound, RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
-           'as_toolset', 'prepare', 'prepare_async', 'validate_plan')
+           'Validator', 'as_toolset', 'prepare', 'prepare_async', 'validate_plan')
 
 DEFAULT_MAX_ITEMS = 100
 """Elements a `for_each` step may run over, unless the run says otherwise."""
@@ -85,7 +85,8 @@ class Prepared:
     deps: list[tuple[int, ...]]
     """Per step: the steps it refers to, each once, in order of first appearance (a skipped step names the
     first that failed)."""
-    dependents: list[tuple[int, ...]]
+    dependents: Sequence[Sequence[int]]
+    """Per step: the steps that refer to it, in plan order."""
     waves: list[int]
     """Per step: its dependency level (0 for steps without references)."""
     kinds: dict[int, StepKind]
@@ -123,11 +124,12 @@ def validate_plan(plan: Plan | str | bytes | Mapping[str, Any], tools: Toolset |
 
 async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
                         extra_refused: frozenset[str] = frozenset(),
-                        earlier: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Prepared | None, Problems]:
+                        earlier: Mapping[str, Mapping[str, Any]] | None = None,
+                        arrived: Validator | None = None) -> tuple[Prepared | None, Problems]:
     """`prepare`, in a worker thread for a plan of more than `INLINE_PREPARE_STEPS` steps, so the event loop is
     never held for long (validating 10,000 steps takes about 100 ms)."""
     work = partial(prepare, parsed, tools, max_steps=max_steps, max_items=max_items, extra_refused=extra_refused,
-                   earlier=earlier)
+                   earlier=earlier, arrived=arrived)
     steps = parsed.plan.steps
     if len(steps) > max_steps or (len(steps) <= INLINE_PREPARE_STEPS and _light(steps)):
         return work()
@@ -155,9 +157,11 @@ def _light(steps: Iterable[PlanStep]) -> bool:
 
 
 def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
-            extra_refused: frozenset[str] = frozenset(),
-            earlier: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Prepared | None, Problems]:
-    """Check everything; return the prepared plan (None if there is any problem) and the problems."""
+            extra_refused: frozenset[str] = frozenset(), earlier: Mapping[str, Mapping[str, Any]] | None = None,
+            arrived: Validator | None = None) -> tuple[Prepared | None, Problems]:
+    """Check everything; return the prepared plan (None if there is any problem) and the problems. `arrived`: the
+    validator that checked the plan's steps as they streamed in (`Validator.admit`); the steps it checked, as the
+    whole plan holds them, are not checked again (`Validator.resume`). Either way the outcome is the same."""
     plan = parsed.plan
     problems = Problems()
     problems.extend(parsed.problems)
@@ -169,22 +173,225 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
     if n > max_steps:
         problems.add(-1, too_many_steps(n, max_steps))
         return None, problems
-    ids = _check_ids(plan, parsed.reported, problems)
-    resolved = _check_tools(plan, tools, parsed.reported, problems, PLAN_TOOL_NAMES | extra_refused)
-    rewrite: list[Rewrite] = []
-    deps: list[tuple[int, ...]] = []
-    kinds: dict[int, StepKind] = {}
-    scanner = Scanner(ids, plan.dialect, earlier)
-    contracts, check_literals = _contracts(resolved, plan, scanner)
-    reported = parsed.reported
-    for index, step in enumerate(steps):
+    refused = PLAN_TOOL_NAMES | extra_refused
+    validator = None
+    if arrived is not None and arrived.fits(tools, plan.dialect, max_items, refused, earlier):
+        validator = arrived.resume(plan, parsed.reported, problems)
+    if validator is None:
+        validator = Validator(tools, dialect=plan.dialect, max_items=max_items, refused=refused, earlier=earlier,
+                              reported=parsed.reported, problems=problems)
+    validator.add(steps[len(validator.steps):] if validator.steps else steps)
+    return validator.finish(plan)
+
+
+_PLACEHOLDER = StepForms(source={})
+"""What a step held back from a streamed plan stands as meanwhile: a select step of nothing."""
+
+
+class Validator:
+    """Validation of one plan's steps, in plan order: `add` checks steps (ids, tools, references, arguments:
+    everything about each step, in O(its size)), `finish` the plan as a whole (`output_steps`, cycles, the graph).
+    `prepare` adds every step at once, then finishes.
+
+    A plan that streams in is checked as it arrives, by the same validator: `admit` adds the next step if it
+    validates with the steps before it (it can refer to no later step, nor to itself: later steps have not arrived)
+    and takes it back if not; `hold` adds a placeholder for a step held back for the whole plan, so that later steps
+    may refer to it. Meanwhile `so_far` is the plan so far, prepared to run: its graph grows with each step (waves,
+    dependents; every chain counts 1, as nothing is known of what comes after). At close, `prepare(...,
+    arrived=validator)` checks the whole plan, taking as checked the steps before the first one held back (those the
+    whole text holds unchanged): each step is checked about once, however the plan arrived.
+    """
+
+    __slots__ = ('available', 'chains', 'check_literals', 'contracts', 'deps', 'dependents', 'dialect', 'earlier',
+                 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused', 'reported',
+                 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps', 'taken', 'tools', 'waves')
+
+    def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
+                 earlier: Mapping[str, Mapping[str, Any]] | None, reported: set[tuple[int, str]] | None = None,
+                 problems: Problems | None = None) -> None:
+        self.tools = tools
+        self.dialect: Dialect = dialect
+        self.max_items = max_items
+        self.refused = refused
+        self.earlier = earlier
+        self.reported = reported if reported is not None else set[tuple[int, str]]()
+        """(step index, field) pairs the parser reported, not reported again."""
+        self.problems = problems if problems is not None else Problems()
+        self.steps: list[PlanStep] = []
+        self.ids: dict[str, int] = {}
+        self.resolved: list[Tool | None] = []
+        self.rewrite: list[Rewrite] = []
+        self.deps: list[tuple[int, ...]] = []
+        self.kinds: dict[int, StepKind] = {}
+        self.scanner = Scanner(self.ids, dialect, earlier)
+        self.contracts = Contracts(self.resolved, self.steps)
+        self.check_literals = False
+        """Whether a tool of the plan restricts its arguments (literal arguments are then checked)."""
+        self.seen: set[int] = set()
+        """The tools (by `id`) whose contracts were read."""
+        self.found: dict[str, Tool] = {}
+        """Tools by name, as looked up."""
+        self.available: list[str] | None = None
+        self.hints: dict[str, str] = {}
+        """What the message about an unknown tool adds, by name."""
+        # A plan that streams in (`admit`, `hold`).
+        self.dependents: list[list[int]] = []
+        self.waves: list[int] = []
+        self.chains: list[int] = []
+        self.growing: Prepared | None = None
+        # The whole plan of a plan that streamed in (`resume`).
+        self.source: Validator | None = None
+        """The validator that checked the steps as they arrived."""
+        self.taken: frozenset[int] = frozenset()
+        """The steps `add` takes as `source` checked them."""
+
+    # --- checking steps -------------------------------------------------------------------------------------------
+
+    def add(self, steps: Sequence[PlanStep]) -> None:
+        """Check `steps`, the plan's next ones, against the steps before them and one another."""
+        start = len(self.steps)
+        self.steps.extend(steps)
+        self._check_ids(start)
+        self._check_tools(start)
+        self._read_contracts(start)
+        steps, taken = self.steps, self.taken
+        for index in range(start, len(steps)):
+            if index in taken:
+                self._take(index)
+            else:
+                self._check_step(index, steps[index])
+
+    def finish(self, plan: Plan) -> tuple[Prepared | None, Problems]:
+        """Check the whole of `plan` (whose steps are the ones added): the steps `output_steps` names, cycles; then
+        the prepared plan, or `None` when there is any problem."""
+        problems = self.problems
+        _check_output_steps(plan, self.ids, problems)
+        waves, dependents, chains = _graph(plan, self.deps, problems)
+        if problems:
+            return None, problems
+        scanner = self.scanner
+        return Prepared(plan, self.resolved, self.rewrite, scanner.table, self.deps, dependents, waves, self.kinds,
+                        scanner.external, self.max_items, chains), problems
+
+    def _take(self, index: int) -> None:
+        """Step `index` as `source` checked it when it arrived (see `resume`)."""
+        source = self.source
+        assert source is not None
+        self.rewrite.append(source.rewrite[index])
+        self.deps.append(source.deps[index])
+        kind = source.kinds.get(index)
+        if kind is not None:
+            self.kinds[index] = kind
+
+    def _label(self, index: int) -> str:
+        """`steps[2] (id 'fetch')`; just `steps[2]` in index-based plans, whose ids the model never wrote."""
+        return step_label(index, self.steps[index].id if self.dialect == 'id' else None)
+
+    def _check_ids(self, start: int) -> None:
+        steps, ids, reported, problems = self.steps, self.ids, self.reported, self.problems
+        fullmatch = ID_PATTERN.fullmatch
+        new = {step.id: index for index, step in enumerate(islice(steps, start, None), start)}
+        if (len(new) == len(steps) - start and (not ids or ids.keys().isdisjoint(new))
+                and all(fullmatch(step_id) for step_id in new)):
+            ids.update(new)  # the common case: unique, valid ids
+            return
+        for index in range(start, len(steps)):
+            step_id = steps[index].id
+            if step_id not in ids and fullmatch(step_id) is not None:
+                ids[step_id] = index
+                continue
+            if reported and (index, 'id') in reported:
+                continue
+            first = ids.get(step_id)
+            if first is not None:
+                problems.add(index, f'{self._label(index)}: Duplicate step ID: {step_id!r} (also used by '
+                                    f'steps[{first}]). Give each step its own id.')
+                continue
+            if not step_id.strip():
+                problems.add(index, f'steps[{index}]: Step ID cannot be null or blank. Give every step a unique "id" '
+                                    'such as "fetch_1".')
+                continue
+            if ID_PATTERN.fullmatch(step_id) is None:
+                why = 'is longer than 64 characters' if len(step_id) > 64 else 'has characters outside [A-Za-z0-9_-]'
+                problems.add(index, f'{self._label(index)}: invalid step id {step_id!r}: it {why}. Use letters, '
+                                    'digits, "_" and "-" only, for example "weather_tokyo".')
+            ids[step_id] = index
+
+    def _check_tools(self, start: int) -> None:
+        steps, found = self.steps, self.found
+        if not self.reported:  # the common case: look each new name up once, then one list in one pass
+            for name in {step.tool for step in islice(steps, start, None) if step.forms is None or not step.is_select}:
+                if name not in found and self._tool_for(name) is None:
+                    break
+            else:
+                self.resolved.extend([found[step.tool] if step.forms is None or not step.is_select else None
+                                      for step in islice(steps, start, None)])
+                return
+        for index in range(start, len(steps)):
+            self.resolved.append(self._tool(index))
+
+    def _tool(self, index: int) -> Tool | None:
+        """Step `index`'s tool, or `None` (a select step, or a problem, reported)."""
+        step = self.steps[index]
+        name = step.tool
+        if step.is_select:  # a select step calls no tool
+            return None
+        hit = self.found.get(name)
+        if hit is not None:
+            return hit
+        if self.reported and (index, 'tool') in self.reported:
+            return None
+        label = self._label(index)
+        if not name.strip():
+            self.problems.add(index, f'{label}: Step tool name cannot be null or blank. Set "tool" to one of the '
+                                     'available tools.')
+            return None
+        try:
+            tool: Tool | None = self.tools.get(name)
+        except UnknownToolError:
+            tool = None
+        if name in self.refused or (tool is not None and _runs_plans(tool)):
+            self.problems.add(index, f'{label}: Step {step.id!r} cannot call {name!r} (recursive plans are not '
+                                     'allowed). Call the tools themselves as steps of this plan.')
+            return None
+        if tool is None:
+            if self.available is None:
+                self.available = [t for t in self.tools.names if t not in self.refused]
+            in_step = f' in step {step.id!r}' if self.dialect == 'id' else ''  # index-based ids are not the model's
+            if name not in self.hints:  # difflib once per unknown name, for the first few names only
+                self.hints[name] = _hint(name, self.available, close=len(self.hints) < 5)
+            self.problems.add(index, f'{label}: Unknown tool {name[:100]!r}{in_step}.{self.hints[name]}')
+            return None
+        self.found[name] = tool
+        return tool
+
+    def _read_contracts(self, start: int) -> None:
+        seen = self.seen
+        for tool in islice(self.resolved, start, None):
+            if tool is not None and id(tool) not in seen:
+                self._read_contract(tool)
+
+    def _read_contract(self, tool: Tool) -> None:
+        """A new tool's contract: references are checked against output schemas once a tool declares one, literals
+        against input schemas once a tool's schema restricts anything."""
+        self.seen.add(id(tool))
+        contract = self.contracts.of(tool)
+        if contract.output is not None:
+            self.scanner.check = self.contracts.check_reference
+        if not contract.permissive:
+            self.check_literals = True
+
+    def _check_step(self, index: int, step: PlanStep) -> bool:
+        """Check step `index` (`step`) and note what it needs; whether it has problems (added to `problems`)."""
+        scanner = self.scanner
         arguments = step.arguments
         plain = step.forms is None
+        reported = self.reported
         if isinstance(arguments, str) or (reported and (index, 'arguments') in reported):
             if plain:
-                rewrite.append(False)
-                deps.append(_NO_DEPS)
-                continue
+                self.rewrite.append(False)
+                self.deps.append(_NO_DEPS)
+                return False
             arguments = {}
         try:
             found, changes, messages = scanner.scan(arguments, index) if plain else scanner.scan(
@@ -194,39 +401,181 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
                                                    'nested objects and arrays.']
         if not plain:
             messages = list(messages)  # a list of this step's own (the scanner reuses an empty one)
-            kinds[index] = _prepare_kind(step, index, scanner, found, messages, max_items, contracts)
-        tool = resolved[index]
-        if check_literals and tool is not None:
-            more = contracts.check_step(tool, arguments, changes, scanner.table)
+            self.kinds[index] = _prepare_kind(step, index, scanner, found, messages, self.max_items, self.contracts)
+        tool = self.resolved[index]
+        if self.check_literals and tool is not None:
+            more = self.contracts.check_step(tool, arguments, changes, scanner.table)
             if more:
                 messages = [*messages, *more]
         if messages:
-            label = _label(plan, index)
+            label = self._label(index)
             for message in messages:
-                problems.add(index, f'{label}: {message}')
-        rewrite.append(changes)
+                self.problems.add(index, f'{label}: {message}')
+        self.rewrite.append(changes)
         if not found:
-            deps.append(_NO_DEPS)
+            self.deps.append(_NO_DEPS)
         elif len(found) == 1:
-            deps.append((found[0],))
+            self.deps.append((found[0],))
         else:
-            deps.append(tuple(dict.fromkeys(found)))
-    _check_output_steps(plan, ids, problems)
-    waves, dependents, chains = _graph(plan, deps, problems)
-    if problems:
-        return None, problems
-    return Prepared(plan, resolved, rewrite, scanner.table, deps, dependents, waves, kinds, scanner.external,
-                    max_items, chains), problems
+            self.deps.append(tuple(dict.fromkeys(found)))
+        return bool(messages)
 
+    # --- a plan that streams in -------------------------------------------------------------------------------------
 
-def _contracts(resolved: list[Tool | None], plan: Plan, scanner: Scanner) -> tuple[Contracts, bool]:
-    """The tools' contracts; references are checked against output schemas when a tool declares one, literals
-    against input schemas when a tool's schema restricts anything."""
-    contracts = Contracts(resolved, plan.steps)
-    distinct = {id(tool): tool for tool in resolved if tool is not None}
-    if any(contracts.of(tool).output is not None for tool in distinct.values()):
-        scanner.check = contracts.check_reference
-    return contracts, not all(contracts.of(tool).permissive for tool in distinct.values())
+    def admit(self, step: PlanStep) -> bool:
+        """Add `step`, the next one of a plan still arriving (its id new and valid), if it validates with the steps
+        before it; whether it did. A step that does not is taken back (the validator is as it was), to be held
+        (`hold`). The checks are `add`'s, for one step (a tool that is not found is not admitted: the whole plan
+        reports it)."""
+        tool = None
+        if step.forms is None or not step.is_select:
+            tool = self.found.get(step.tool)
+            if tool is None:
+                tool = self._tool_for(step.tool)
+                if tool is None:
+                    return False
+            if id(tool) not in self.seen:
+                self._read_contract(tool)
+        index = len(self.steps)
+        table, external = self.scanner.table, self.scanner.external
+        marks = len(table.whole), len(table.objects), len(table.templates), len(external)
+        self.steps.append(step)
+        self.ids[step.id] = index
+        self.resolved.append(tool)
+        if not self._check_step(index, step) and index not in self.deps[index]:  # a reference to itself: a cycle
+            self._link(index)
+            return True
+        self.problems = Problems()
+        del self.steps[index:], self.resolved[index:], self.rewrite[index:], self.deps[index:]
+        self.kinds.pop(index, None)
+        del self.ids[step.id]
+        # The references it bound first leave the table (a later step binds and checks them again), and so do the
+        # earlier plans' steps it was the first to name.
+        for part, size in ((table.whole, marks[0]), (table.objects, marks[1]), (table.templates, marks[2])):
+            while len(part) > size:
+                part.popitem()
+        del external[marks[3]:]
+        return False
+
+    def _tool_for(self, name: str) -> Tool | None:
+        """The tool a step may call by `name` (found, not a plan tool), remembered; else `None`."""
+        try:
+            tool = self.tools.get(name) if name not in self.refused else None
+        except UnknownToolError:
+            return None
+        if tool is None or _runs_plans(tool):
+            return None
+        self.found[name] = tool
+        return tool
+
+    def hold(self, step_id: str) -> None:
+        """Add a placeholder for the next step, held back until the whole plan has arrived: a select step of nothing
+        with the step's id (new and valid), so that later steps may refer to it (and wait for it)."""
+        index = len(self.steps)
+        placeholder = PlanStep(step_id, '', {}, None, _PLACEHOLDER)
+        self.steps.append(placeholder)
+        self.ids[step_id] = index
+        self.resolved.append(None)
+        self._check_step(index, placeholder)
+        self._link(index)
+
+    def _link(self, index: int) -> None:
+        """Step `index` joins the graph of the plan so far (it refers only to steps before it)."""
+        waves, dependents = self.waves, self.dependents
+        wave = 0
+        for dep in self.deps[index]:
+            dependents[dep].append(index)
+            if waves[dep] >= wave:
+                wave = waves[dep] + 1
+        dependents.append([])
+        waves.append(wave)
+        self.chains.append(1)
+
+    def so_far(self) -> Prepared:
+        """The plan so far, prepared to run: the validator's own lists, growing with each step (its `plan` holds no
+        steps: see `whole_so_far`)."""
+        if self.growing is None:
+            scanner = self.scanner
+            self.growing = Prepared(Plan((), dialect=self.dialect), self.resolved, self.rewrite, scanner.table,
+                                    self.deps, self.dependents, self.waves, self.kinds, scanner.external,
+                                    self.max_items, self.chains)
+        return self.growing
+
+    def whole_so_far(self) -> Prepared:
+        """`so_far` with its `plan` holding the steps so far (O(steps): for a plan that ends before it is whole)."""
+        return replace(self.so_far(), plan=Plan(tuple(self.steps), dialect=self.dialect))
+
+    def fits(self, tools: Toolset, dialect: Dialect, max_items: int, refused: frozenset[str],
+             earlier: Mapping[str, Mapping[str, Any]] | None) -> bool:
+        """Whether this validator checks steps as a validation with these settings does."""
+        return (tools is self.tools and dialect == self.dialect and max_items == self.max_items
+                and refused == self.refused and (earlier or {}) == (self.earlier or {}))
+
+    def resume(self, plan: Plan, reported: set[tuple[int, str]], problems: Problems) -> Validator | None:
+        """A validator of the whole `plan` that takes as checked the steps this one admitted as they arrived, where
+        `plan` holds them unchanged and they refer only to such steps (one that refers to a step held back, or read
+        differently, is checked again: what it refers to is not what it was checked against). A step taken
+        validates in the whole plan as it did then, and what checking it left behind (references bound, earlier
+        plans' steps named, contracts read) is what checking it in the whole plan leaves. `None` when nothing can
+        be taken: the parser reported problems (the plan does not validate anyway), or `plan`'s steps do not have
+        the ids the arrived ones had."""
+        mine, theirs = self.steps, plan.steps
+        count = min(len(mine), len(theirs))
+        if reported or not count:
+            return None
+        same = bytearray(b'\x01') * count  # per step that arrived: whether `plan` holds it as it was checked
+        everything = theirs[:count] == tuple(mine[:count])
+        if not everything:
+            for index in range(count):
+                if theirs[index] != mine[index]:
+                    if theirs[index].id != mine[index].id:
+                        return None
+                    same[index] = 0
+        if everything:
+            taken: Sequence[int] = range(count)
+            prefix = count
+        else:
+            deps = self.deps
+            taken = [index for index in range(count) if same[index] and all(same[dep] for dep in deps[index])]
+            if not taken:
+                return None
+            prefix = next((index for index, step in enumerate(taken) if index != step), len(taken))
+        resumed = Validator(self.tools, dialect=self.dialect, max_items=self.max_items, refused=self.refused,
+                            earlier=self.earlier, reported=reported, problems=problems)
+        # The steps taken up to the first one not taken, whole; those after it, one by one in `add` (`_take`).
+        resumed.steps.extend(theirs[:prefix])
+        resumed.ids.update(self.ids if prefix == len(self.ids) else islice(self.ids.items(), prefix))  # plan order
+        resumed.resolved.extend(self.resolved[:prefix])
+        resumed.rewrite.extend(self.rewrite[:prefix])
+        resumed.deps.extend(self.deps[:prefix])
+        resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < prefix)
+        resumed.taken = frozenset(taken[prefix:])
+        resumed.source = self
+        resumed.found.update(self.found)  # a name looked up again finds the same tool
+        # The references bound so far, but those to a step that is not what it was then (their check and what is
+        # known of their types hold no more: the step that uses one first checks it again); every earlier plan's
+        # step named, at the same positions.
+        table, scanner = self.scanner.table, resumed.scanner
+        if everything:
+            scanner.table = RefTable(table.whole.copy(), table.objects.copy(), table.templates.copy())
+        else:
+            def holds(bound: Bound) -> bool:
+                position = bound[3]
+                return position < 0 or (position < count and bool(same[position]))
+            scanner.table = RefTable({text: bound for text, bound in table.whole.items() if holds(bound)},
+                                     {text: bound for text, bound in table.objects.items() if holds(bound)},
+                                     {text: parts for text, parts in table.templates.items()
+                                      if all(isinstance(part, str) or holds(part) for part in parts)})
+        scanner.external.extend(self.scanner.external)
+        # The contracts read so far go on (nothing that runs the plan uses them): what they hold about a reference
+        # text is what its binding found, and a text bound again is checked again.
+        contracts = resumed.contracts = self.contracts
+        contracts.tools, contracts.steps = resumed.resolved, resumed.steps
+        resumed.seen.update(self.seen)
+        resumed.check_literals = self.check_literals
+        if self.scanner.check is not None:
+            scanner.check = contracts.check_reference
+        return resumed
 
 
 def _scan_field(scanner: Scanner, value: Any, index: int, field: str, found: list[int],
@@ -289,99 +638,6 @@ def _check_output_steps(plan: Plan, ids: Mapping[str, int], problems: Problems) 
         problems.add(-1, f'"output_steps" names {listed}, not {"a step" if len(unknown) == 1 else "steps"} of '
                          f'this plan. Name step ids of this plan ({known}), or leave "output_steps" out to get '
                          'every output.')
-
-
-def _label(plan: Plan, index: int) -> str:
-    """`steps[2] (id 'fetch')`; just `steps[2]` in index-based plans, whose ids the model never wrote."""
-    return step_label(index, plan.steps[index].id if plan.dialect == 'id' else None)
-
-
-def _check_ids(plan: Plan, reported: set[tuple[int, str]], problems: Problems) -> dict[str, int]:
-    steps = plan.steps
-    fullmatch = ID_PATTERN.fullmatch
-    ids = {step.id: index for index, step in enumerate(steps)}
-    if len(ids) == len(steps) and all(fullmatch(step_id) for step_id in ids):
-        return ids  # the common case: unique, valid ids
-    ids = {}
-    for index, step in enumerate(plan.steps):
-        step_id = step.id
-        if step_id not in ids and fullmatch(step_id) is not None:
-            ids[step_id] = index
-            continue
-        if reported and (index, 'id') in reported:
-            continue
-        first = ids.get(step_id)
-        if first is not None:
-            problems.add(index, f'{_label(plan, index)}: Duplicate step ID: {step_id!r} (also used by '
-                                f'steps[{first}]). Give each step its own id.')
-            continue
-        if not step_id.strip():
-            problems.add(index, f'steps[{index}]: Step ID cannot be null or blank. Give every step a unique "id" '
-                                'such as "fetch_1".')
-            continue
-        if ID_PATTERN.fullmatch(step_id) is None:
-            why = 'is longer than 64 characters' if len(step_id) > 64 else 'has characters outside [A-Za-z0-9_-]'
-            problems.add(index, f'{_label(plan, index)}: invalid step id {step_id!r}: it {why}. Use letters, '
-                                'digits, "_" and "-" only, for example "weather_tokyo".')
-        ids[step_id] = index
-    return ids
-
-
-def _check_tools(plan: Plan, tools: Toolset, reported: set[tuple[int, str]], problems: Problems,
-                 refused: frozenset[str]) -> list[Tool | None]:
-    cache: dict[str, Tool] = {}
-    if not reported:  # the common case: look each distinct name up once, then one list in one pass
-        for name in {step.tool for step in plan.steps if step.forms is None or not step.is_select}:
-            try:
-                found = tools.get(name) if name not in refused else None
-            except UnknownToolError:
-                found = None
-            if found is None or _runs_plans(found):
-                break
-            cache[name] = found
-        else:
-            return [cache[step.tool] if step.forms is None or not step.is_select else None for step in plan.steps]
-        cache.clear()
-    out: list[Tool | None] = []
-    available: list[str] | None = None
-    suggested: dict[str, str] = {}
-    for index, step in enumerate(plan.steps):
-        name = step.tool
-        if step.is_select:  # a select step calls no tool
-            out.append(None)
-            continue
-        hit = cache.get(name)
-        if hit is not None:
-            out.append(hit)
-            continue
-        if reported and (index, 'tool') in reported:
-            out.append(None)
-            continue
-        label = _label(plan, index)
-        if not name.strip():
-            problems.add(index, f'{label}: Step tool name cannot be null or blank. Set "tool" to one of the '
-                                'available tools.')
-            out.append(None)
-            continue
-        try:
-            tool: Tool | None = tools.get(name)
-        except UnknownToolError:
-            tool = None
-        if name in refused or (tool is not None and _runs_plans(tool)):
-            problems.add(index, f'{label}: Step {step.id!r} cannot call {name!r} (recursive plans are not '
-                                'allowed). Call the tools themselves as steps of this plan.')
-            tool = None
-        elif tool is None:
-            if available is None:
-                available = [t for t in tools.names if t not in refused]
-            in_step = f' in step {step.id!r}' if plan.dialect == 'id' else ''  # index-based ids are not the model's
-            if name not in suggested:  # difflib once per unknown name, for the first few names only
-                suggested[name] = _hint(name, available, close=len(suggested) < 5)
-            problems.add(index, f'{label}: Unknown tool {name[:100]!r}{in_step}.{suggested[name]}')
-        else:
-            cache[name] = tool
-        out.append(tool)
-    return out
 
 
 def _hint(name: str, available: list[str], *, close: bool) -> str:
@@ -474,6 +730,7 @@ def _report_cycles(plan: Plan, deps: list[tuple[int, ...]], remaining: list[int]
             ring = ring[at:] + ring[:at]
             shown = ' -> '.join(ids[i] for i in [*ring, first])
             what = 'refers to itself' if len(ring) == 1 else 'is part of a reference cycle'
-            problems.add(len(deps), f'{_label(plan, first)}: Cycle detected in tool plan dependencies: '
+            label = step_label(first, ids[first] if plan.dialect == 'id' else None)
+            problems.add(len(deps), f'{label}: Cycle detected in tool plan dependencies: '
                                     f'{shown} (step {ids[first]!r} {what}). Remove one of these references so the '
                                     'steps can run in order.')
