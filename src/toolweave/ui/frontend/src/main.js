@@ -26,6 +26,19 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+function add(el, ...children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function fill(el, ...children) {
+  el.replaceChildren();
+  return add(el, ...children);
+}
+
 function s(tag, attrs, ...children) {
   const el = document.createElementNS(SVG, tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -173,7 +186,7 @@ async function showInbox(main) {
   if (!data.items.length) list.push(h('div', { class: 'empty' }, 'Nothing waits for a decision.'));
   if (data.total > data.shown) list.push(h('p', { class: 'muted' }, `Showing the oldest ${data.shown} of ${data.total}.`));
   for (const item of data.items) list.push(item.kind === 'plan' ? planCard(item) : stepCard(item));
-  main.replaceChildren(...list);
+  fill(main, ...list);
 }
 
 function setCount(total) {
@@ -198,7 +211,7 @@ function stepCard(item) {
   if (item.depends_on.length) where.push(`after ${item.depends_on.join(', ')}`);
   if (item.dependents.length) where.push(`before ${item.dependents.join(', ')}`);
   const resolveOutput = h('input', { type: 'text', placeholder: 'what it did', class: 'resolve-output' });
-  card.append(
+  add(card,
     h('h3', {}, h('span', { class: 'tool' }, item.tool || '?'), ' · ', h('span', { class: 'step-id' }, item.step_id)),
     h('div', { class: 'meta' },
       h('span', {}, 'run ', h('a', { href: runHref(item.run_id), class: 'run-link' }, item.run_id)),
@@ -269,12 +282,12 @@ function planCard(item) {
         slot.hidden = kind !== 'edit';
       };
       choices[step.id] = choice;
-      row.append(h('div', { class: 'choice' }, radio('approve', 'approve', true), radio('edit', 'edit', false),
+      add(row, h('div', { class: 'choice' }, radio('approve', 'approve', true), radio('edit', 'edit', false),
         radio('reject', 'reject', false), reason), slot);
     }
     return row;
   });
-  card.append(
+  add(card,
     h('h3', {}, 'Plan review · ', h('a', { href: runHref(item.run_id), class: 'run-link' }, item.run_id)),
     h('div', { class: 'meta' }, h('span', {}, `${item.steps.length} steps, ${item.gated.length} to decide`),
       h('span', {}, `waiting since ${when(item.parked_at)} (${ago(item.parked_at)})`)),
@@ -315,7 +328,7 @@ async function showRuns(main, params) {
     params.get('after') ? h('a', { href: `#/runs?${withParam(params, 'after', null)}` }, 'First page') : null,
     data.after ? h('a', { href: `#/runs?${withParam(params, 'after', data.after)}`, class: 'next-page' }, 'Next page') : null,
     h('span', { class: 'muted' }, `${data.runs.length} shown of ${total} runs in ${state.store}`));
-  main.replaceChildren(h('h1', {}, 'Runs'), form,
+  fill(main, h('h1', {}, 'Runs'), form,
     data.runs.length ? h('table', { class: 'runs' }, h('thead', {}, h('tr', {}, ['run', 'name / goal', 'status', 'steps', 'started', 'updated']
       .map((t) => h('th', {}, t)))), h('tbody', {}, rows)) : h('div', { class: 'empty' }, 'No run matches.'),
     pager);
@@ -336,10 +349,10 @@ async function showRun(main, runId) {
   const actions = h('div', { class: 'actions run-actions' });
   const resumable = ['suspended', 'stopped', 'running'].includes(run.status);
   if (resumable && state.caps.resume) {
-    actions.append(h('button', { class: 'resume', onclick: (e) => act(`${base}/resume`, { needsName: false }, e.target) }, 'Resume'));
+    add(actions, h('button', { class: 'resume', onclick: (e) => act(`${base}/resume`, { needsName: false }, e.target) }, 'Resume'));
   }
   if (state.caps.cancel && !['finished', 'cancelled'].includes(run.status)) {
-    actions.append(h('button', { class: 'danger cancel', onclick: (e) => act(`${base}/cancel`, {}, e.target) }, 'Cancel run'));
+    add(actions, h('button', { class: 'danger cancel', onclick: (e) => act(`${base}/cancel`, {}, e.target) }, 'Cancel run'));
   }
   const resume = run.resume ? h('div', { class: `reason resume-state ${run.resume.state}` },
     `Resumed from this page: ${run.resume.state}${run.resume.error ? ` (${run.resume.error})` : ''}`) : null;
@@ -347,7 +360,7 @@ async function showRun(main, runId) {
     h('code', { class: 'cmd' }, `toolweave runs resume ${run.run_id} --store ${state.store} --tools MODULE:ATTRIBUTE`)) : null;
   const counts = {};
   for (const step of run.steps) counts[step.status] = (counts[step.status] || 0) + 1;
-  main.replaceChildren(
+  fill(main, 
     h('h1', {}, 'Run ', h('span', { class: 'run-id' }, run.run_id), ' ', pill(run.status)),
     h('div', { class: 'meta' },
       run.name ? h('span', {}, run.name) : null,
@@ -454,9 +467,9 @@ function stepDetails(run, step, open) {
   }
   const actions = h('div', { class: 'actions' });
   if (step.status === 'failed' && state.caps.retry) {
-    actions.append(h('button', { class: 'retry', onclick: (e) => act(`/api/runs/${encodeURIComponent(run.run_id)}/steps/${encodeURIComponent(step.id)}/retry`, { needsName: false }, e.target) }, 'Retry this step'));
+    add(actions, h('button', { class: 'retry', onclick: (e) => act(`/api/runs/${encodeURIComponent(run.run_id)}/steps/${encodeURIComponent(step.id)}/retry`, { needsName: false }, e.target) }, 'Retry this step'));
   }
-  if (step.status === 'parked') actions.append(h('a', { href: '#/inbox' }, 'Decide it in the inbox'));
+  if (step.status === 'parked') add(actions, h('a', { href: '#/inbox' }, 'Decide it in the inbox'));
   parts.push(actions);
   parts.push(h('details', { class: 'journal' }, h('summary', {}, `Journal (${step.journal.length} entries)`),
     h('table', {}, h('tbody', {}, step.journal.map((t) => h('tr', {}, h('td', {}, when(t.at)), h('td', {}, pill(t.status)),
@@ -489,7 +502,7 @@ async function render() {
     else await showInbox(main);
     main.dataset.rendered = String(Date.now());
   } catch (error) {
-    main.replaceChildren(h('div', { class: 'empty error' }, String(error.message || error)));
+    fill(main, h('div', { class: 'empty error' }, String(error.message || error)));
   }
 }
 
@@ -551,5 +564,5 @@ async function start() {
 }
 
 start().catch((error) => {
-  document.getElementById('main').replaceChildren(h('div', { class: 'empty error' }, String(error.message || error)));
+  fill(document.getElementById('main'), h('div', { class: 'empty error' }, String(error.message || error)));
 });
