@@ -15,15 +15,13 @@ import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
-from tests.ui_tools import MAIL_PLAN, SENT, TOOLS, XSS, XSS_SCRIPT, hostile, park
 from toolweave.cli._app import app as cli_app
 from toolweave.exceptions import UserError
 from toolweave.plan.durable import open_store
 from toolweave.tools import Toolset
-from toolweave.ui import create_app
+from toolweave.ui import check_bind, create_app, parse_tokens
 from toolweave.ui._reads import CHANNEL, Reads
-from toolweave.ui._security import parse_tokens
-from toolweave.ui._serve import check_bind
+from ui_tools import MAIL_PLAN, SENT, TOOLS, XSS, XSS_SCRIPT, hostile, park
 
 ORIGIN = 'http://127.0.0.1'
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.ui_tools import SENT, TOOLS, XSS, XSS_SCRIPT, hostile, park
 from toolweave.exceptions import UserError
 from toolweave.plan.durable import open_store
 from toolweave.tools import Toolset
 from toolweave.ui import create_app, serve
+from ui_tools import SENT, TOOLS, XSS, XSS_SCRIPT, hostile, park
 
 playwright_sync = pytest.importorskip('playwright.sync_api', reason='pip install playwright (the driver only)')
 
@@ -108,7 +108,11 @@ def open_page(context: Any, url: str, errors: list[str] | None = None) -> Any:
     page = context.new_page()
     if errors is not None:
         page.on('pageerror', lambda exc: errors.append(str(exc)))
-        page.on('dialog', lambda dialog: (errors.append(f'dialog: {dialog.message}'), dialog.dismiss()))
+        def on_dialog(dialog: Any) -> None:
+            errors.append(f'dialog: {dialog.message}')
+            dialog.dismiss()
+
+        page.on('dialog', on_dialog)
     page.goto(url)
     page.wait_for_selector('main[data-rendered]')
     return page

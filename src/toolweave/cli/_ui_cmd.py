@@ -32,20 +32,18 @@ def ui_command(
     token: Annotated[list[str] | None, typer.Option(
         '--token', metavar='[LABEL=]SECRET', show_default=False,
         help=f'An access token (16+ characters; repeat for several people; else {TOKEN_ENV}). With a LABEL, '
-             'decisions made with it are recorded as LABEL\'s.')] = None,
+             "decisions made with it are recorded as LABEL's.")] = None,
     tools: Annotated[str | None, typer.Option(
         '--tools', '-t', metavar='MODULE:ATTRIBUTE', show_default=False,
         help='The tools the plans call: the UI then resumes runs once their decisions are made, and checks '
-             'edited arguments against each tool\'s input schema.')] = None,
+             "edited arguments against each tool's input schema.")] = None,
     allow_host: Annotated[list[str] | None, typer.Option(
         '--allow-host', metavar='NAME', show_default=False,
         help='Another host name the UI answers to (a name it is reached by, e.g. through a proxy).')] = None,
 ) -> None:
     """Serve a browser inbox for the decisions runs wait on, and a live view of every run, until Ctrl-C."""
     try:
-        from toolweave.ui import serve
-        from toolweave.ui._security import parse_tokens
-        from toolweave.ui._serve import check_bind
+        from toolweave.ui import check_bind, parse_tokens, serve
     except ImportError as exc:
         typer.echo(f'toolweave ui: {exc}', err=True)
         raise typer.Exit(ExitCode.USAGE) from None

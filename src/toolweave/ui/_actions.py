@@ -86,7 +86,7 @@ def decision_of(body: Mapping[str, Any], schema: Mapping[str, Any] | None, tool:
                                    f'{type(arguments).__name__}.')
         problems = schema_problems(arguments, schema, tool)
         if problems:
-            raise ActionError(422, 'The arguments do not fit the tool\'s input schema:\n- ' + '\n- '.join(problems))
+            raise ActionError(422, "The arguments do not fit the tool's input schema:\n- " + '\n- '.join(problems))
         return ReviewDecision.edit(arguments)
     raise ActionError(400, f'Unknown action {action!r}: use one of {", ".join(ACTIONS)}.')
 

@@ -316,8 +316,8 @@ class _State:
             results[step_id] = json.loads(bytes(answer.body))
         ok = all(result.get('ok') for result in results.values())
         resumed = await self._maybe_resume(run_id) if ok else ''
-        return _json({'ok': ok, 'steps': results, 'message': f'Plan review recorded for {len(results)} steps.{resumed}'},
-                     200 if ok else 409)
+        message = f'Plan review recorded for {len(results)} steps.{resumed}'
+        return _json({'ok': ok, 'steps': results, 'message': message}, 200 if ok else 409)
 
     async def _maybe_resume(self, run_id: str) -> str:
         """After a decision: when this UI has the tools and no step of the run waits any more, go on with it."""

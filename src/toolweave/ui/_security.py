@@ -15,52 +15,20 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from toolweave.exceptions import UserError
-
-__all__ = ('COOKIE', 'Guard', 'Session', 'is_loopback', 'parse_tokens')
+__all__ = ('COOKIE', 'SESSION_SECONDS', 'Guard', 'Session')
 
 COOKIE = 'toolweave_ui_session'
 SESSION_SECONDS = 12 * 3600.0
 MAX_SESSIONS = 10_000
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding to `host` serves this machine only."""
-    if host == 'localhost':
-        return True
-    try:
-        return ipaddress.ip_address(host.strip('[]')).is_loopback
-    except ValueError:
-        return False
-
-
-def parse_tokens(values: Iterable[str]) -> dict[str, str | None]:
-    """Tokens given as `SECRET` or `LABEL=SECRET`: each secret and its label (`None`: the page's name is used).
-
-    Raises:
-        UserError: a secret shorter than 16 characters, or a label that is not a name.
-    """
-    tokens: dict[str, str | None] = {}
-    for value in values:
-        label, sep, secret = value.rpartition('=') if '=' in value else ('', '', value)
-        label = label.strip() if sep else ''
-        if len(secret) < 16:
-            raise UserError(f'An access token must be at least 16 characters, got {len(secret)}. Make one with '
-                            '`python -c "import secrets; print(secrets.token_urlsafe(24))"`.')
-        if sep and not (0 < len(label) <= 64 and label.isprintable()):
-            raise UserError(f'The label of an access token must be 1 to 64 printable characters, got {label!r}.')
-        tokens[secret] = label or None
-    return tokens
 
 
 @dataclass(slots=True)
@@ -153,5 +121,5 @@ class Guard:
             raise HTTPException(403, f'Refused: this request comes from another site (Origin {origin!r}).')
         sent = request.headers.get('x-csrf-token', '')
         if not sent or not hmac.compare_digest(sent.encode(), session.csrf.encode()):
-            raise HTTPException(403, 'Refused: the request lacks this session\'s CSRF token. Reload the page.')
+            raise HTTPException(403, "Refused: the request lacks this session's CSRF token. Reload the page.")
         return session.user

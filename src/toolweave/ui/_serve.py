@@ -5,26 +5,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 
-from toolweave.exceptions import UserError
 from toolweave.plan.durable import StoreLike
 from toolweave.tools import Toolset
+from toolweave.ui._access import check_bind
 from toolweave.ui._app import create_app
-from toolweave.ui._security import is_loopback
 
-__all__ = ('DEFAULT_PORT', 'check_bind', 'serve')
+__all__ = ('DEFAULT_PORT', 'serve')
 
 DEFAULT_PORT = 8765
-
-
-def check_bind(host: str, tokens: Mapping[str, str | None] | None) -> None:
-    """Refuse to serve anything but the loopback interface without an access token.
-
-    Raises:
-        UserError: `host` is not a loopback address and no token is given.
-    """
-    if not tokens and not is_loopback(host):
-        raise UserError(f'Refusing to serve the UI on {host!r} without an access token: anyone who can reach it could '
-                        'approve tool calls. Give one with --token (or TOOLWEAVE_UI_TOKEN), or bind to 127.0.0.1.')
 
 
 def new_token() -> str:

@@ -68,7 +68,8 @@ def run_view(stored: StoredRun, *, schemas: Mapping[str, Any] | None = None) -> 
         step['critical'] = step['id'] in critical
     return {
         'run_id': info.run_id, 'status': info.status, 'created_at': info.created_at, 'updated_at': info.updated_at,
-        'owner': info.owner, 'heartbeat_at': info.heartbeat_at, 'options': _json(info.options), 'goal': plan.get('goal'),
+        'owner': info.owner, 'heartbeat_at': info.heartbeat_at, 'options': _json(info.options),
+        'goal': plan.get('goal'),
         'name': getattr(info, 'name', None), 'review': _json(info.review), 'steps': steps, 'edges': edges,
         'critical_path': [step_id for step_id in ids if step_id in critical],
     }
