@@ -8,10 +8,11 @@ the app's time, with no network; the client's own share is a few tens of microse
 `--requests` requests of each kind, after 5 not counted: the inbox; the first page of 50 runs; a page of 50 runs
 11 pages in (keyset cursor); the first page of 50 runs of one status; one run's page. Reported: p50 and p95.
 
-Transition to screen. Headless Chromium (the system's, driven by Playwright) shows a run whose step is parked;
-(one of `--trials` more runs, all parked, added to the largest store) this process records a decision for it (a `decided` row in the journal: one transition) and notes the time the
-write committed; the page notes (a `MutationObserver`) when the step shows its new status. The delay between the
-two, per store: SQLite is looked at every 0.1 s by the UI, PostgreSQL notifies it (the UI's trigger).
+Transition to screen. Headless Chromium (the system's, driven by Playwright) shows a run whose step is parked
+(one of `--trials` more runs, all parked, added to the largest store); this process records a decision for it (a
+`decided` row in the journal: one transition) and notes the time once the write has committed (`decide` returned);
+the page notes (a `MutationObserver`) when the step shows its new status. The delay between the two, per store:
+SQLite is looked at every 0.1 s by the UI, PostgreSQL notifies it (the UI's trigger).
 
 Run: `python -m benchmarks.bench_ui [--quick] [--requests N] [--trials N] [--no-postgres] [--output PATH]` (about
 2 minutes; `--quick`, SQLite with 100 runs, about 10 s). Writes `benchmarks/results/ui.json`.
@@ -39,7 +40,7 @@ from benchmarks._postgres import temporary_postgres, unavailable
 from toolweave import ReviewDecision, tool
 from toolweave.exceptions import ApprovalPending
 from toolweave.plan import run_plan_sync
-from toolweave.plan.durable import PlanStore, StoredRun, decide_sync, open_store
+from toolweave.plan.durable import StoredRun, decide_sync, open_store
 
 __all__ = ('main',)
 
@@ -196,10 +197,10 @@ def _screen_delays(url: str, trials: int) -> dict[str, Any] | str:
                 page.goto(f'{address}/#/runs/{run_id}')
                 page.wait_for_selector('details.step[data-step="tell"] .pill[data-status="parked"]')
                 page.wait_for_timeout(150)  # the event stream is open
-                page.evaluate('''() => { window.__seen = null; new MutationObserver(() => {
+                page.evaluate("""() => { window.__seen = null; new MutationObserver(() => {
                     if (window.__seen === null && document.querySelector(
                         'details.step[data-step="tell"] .pill[data-status="decided"]')) window.__seen = Date.now();
-                  }).observe(document.body, {subtree: true, childList: true, attributes: true}); }''')
+                  }).observe(document.body, {subtree: true, childList: true, attributes: true}); }""")
                 _decide_in_thread(url, run_id)
                 committed = time.time()
                 deadline = time.monotonic() + 10
