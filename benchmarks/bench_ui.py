@@ -96,8 +96,8 @@ class _Always:
 
 def _fill(url: str, count: int, done: StoredRun, parked: StoredRun, prefix: str = 'run') -> None:
     """`count` runs copied from the templates (one in a hundred parked), ids and times shifted."""
-    headers = []
-    rows = []
+    headers: list[tuple[Any, ...]] = []
+    rows: list[tuple[Any, ...]] = []
     now = time.time() - count
     for i in range(count):
         template = parked if i % 100 == 0 else done
@@ -113,9 +113,9 @@ def _fill(url: str, count: int, done: StoredRun, parked: StoredRun, prefix: str 
     row_sql = ('INSERT INTO toolweave_transitions (run_id, step_id, item, status, at, error, output, value, flags, '
                'detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')
     if url.startswith('sqlite:///'):
-        with sqlite3.connect(url.removeprefix('sqlite:///')) as db:
-            db.executemany(header_sql, headers)
-            db.executemany(row_sql, rows)
+        with sqlite3.connect(url.removeprefix('sqlite:///')) as lite:
+            lite.executemany(header_sql, headers)
+            lite.executemany(row_sql, rows)
         return
     import psycopg
 
@@ -147,7 +147,7 @@ def _server_times(url: str, requests: int) -> dict[str, Any]:
             after = page['after']
             page = client.get('/api/runs', params={'limit': 50, 'after': after}).json()
         inbox = client.get('/api/inbox').json()
-        kinds = {
+        kinds: dict[str, tuple[str, dict[str, Any]]] = {
             'inbox': ('/api/inbox', {}),
             'runs_first_page': ('/api/runs', {'limit': 50}),
             'runs_page_11': ('/api/runs', {'limit': 50, 'after': after}),

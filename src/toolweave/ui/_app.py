@@ -39,7 +39,7 @@ from starlette.staticfiles import StaticFiles
 
 from toolweave.exceptions import DecisionError, PlanStoreError, RunInUseError, UnknownRunError, UserError
 from toolweave.plan.durable import PlanStore, StoreLike, open_store
-from toolweave.tools import Toolset
+from toolweave.tools import Toolset, ToolsetItem
 from toolweave.ui._actions import ActionError, Actions, schema_problems, who
 from toolweave.ui._feed import ChangeFeed
 from toolweave.ui._reads import Reads
@@ -63,7 +63,8 @@ _HEADERS = {
 MAX_BODY = 2_000_000
 
 
-def create_app(store: StoreLike, *, tools: Toolset | None = None, tokens: Mapping[str, str | None] | None = None,
+def create_app(store: StoreLike, *, tools: Toolset | Iterable[ToolsetItem] | None = None,
+               tokens: Mapping[str, str | None] | None = None,
                hosts: Iterable[str] = ('127.0.0.1', 'localhost', '::1'), interval: float = 0.1) -> Starlette:
     """The UI as an ASGI application, for any ASGI server (`toolweave.ui.serve` runs it with uvicorn).
 
@@ -75,7 +76,8 @@ def create_app(store: StoreLike, *, tools: Toolset | None = None, tokens: Mappin
         hosts: the host names it answers to (the `Host` header, without its port).
         interval: seconds between two looks at a SQLite store for changes.
     """
-    state = _State(store, tools, Guard(dict(tokens or {}), frozenset(hosts)), interval)
+    toolset = None if tools is None else tools if isinstance(tools, Toolset) else Toolset(tools)
+    state = _State(store, toolset, Guard(dict(tokens or {}), frozenset(hosts)), interval)
     routes = [
         Route('/', state.page),
         Route('/api/session', state.session),

@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping
 
 from toolweave.plan.durable import StoreLike
-from toolweave.tools import Toolset
+from toolweave.tools import Toolset, ToolsetItem
 from toolweave.ui._access import check_bind
 from toolweave.ui._app import create_app
 
@@ -21,7 +21,7 @@ def new_token() -> str:
 
 
 def serve(store: StoreLike, *, host: str = '127.0.0.1', port: int = DEFAULT_PORT,
-          tokens: Mapping[str, str | None] | None = None, tools: Toolset | None = None,
+          tokens: Mapping[str, str | None] | None = None, tools: Toolset | Iterable[ToolsetItem] | None = None,
           allow_hosts: Iterable[str] = (), on_ready: Callable[[str], None] | None = None,
           interval: float = 0.1) -> None:
     """Serve the UI for `store` until interrupted (Ctrl-C): `http://127.0.0.1:8765` by default.
