@@ -21,13 +21,15 @@ class WorkerProcess:
     """One `toolweave worker` process."""
 
     def __init__(self, store: str, *, tools: str = 'benchmarks._worker_tools:TOOLS', queue: str = 'toolweave',
-                 concurrency: int = 8, ledger: Path | None = None, tool_seconds: float = 0.01) -> None:
+                 concurrency: int = 8, ledger: Path | None = None, tool_seconds: float = 0.01,
+                 recover: float | None = None) -> None:
         env = dict(os.environ, TOOLWEAVE_TOOL_SECONDS=str(tool_seconds))
         if ledger is not None:
             env['TOOLWEAVE_LEDGER'] = str(ledger)
         self.process = subprocess.Popen(
             [sys.executable, '-c', 'from toolweave.cli import main; main()', 'worker', '--store', store, '--tools',
-             tools, '--queue', queue, '--concurrency', str(concurrency), '--drain', '5'],
+             tools, '--queue', queue, '--concurrency', str(concurrency), '--drain', '5',
+             *(['--recover', str(recover)] if recover is not None else [])],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     @property
@@ -66,13 +68,14 @@ class WorkerProcess:
 
 @contextmanager
 def worker_processes(store: str, count: int, *, tools: str = 'benchmarks._worker_tools:TOOLS', concurrency: int = 8,
-                     ledger: Path | None = None, tool_seconds: float = 0.01) -> Iterator[list[WorkerProcess]]:
+                     ledger: Path | None = None, tool_seconds: float = 0.01,
+                     recover: float | None = None) -> Iterator[list[WorkerProcess]]:
     """`count` workers started together, ready; stopped at the end."""
     with ExitStack() as stack:
         workers = []
         for _ in range(count):
             worker = WorkerProcess(store, tools=tools, concurrency=concurrency, ledger=ledger,
-                                   tool_seconds=tool_seconds)
+                                   tool_seconds=tool_seconds, recover=recover)
             stack.callback(worker.stop)
             workers.append(worker)
         for worker in workers:

@@ -1,4 +1,5 @@
-"""`toolweave run --store/--review plan` and `toolweave runs list | show | approve | resume`, through the typer app."""
+"""`toolweave run --store/--review plan` and `toolweave runs list | show | approve | resume | cancel | prune |
+recover`, through the typer app."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def test_a_parked_step_is_shown_approved_and_resumed(setup: tuple[Path, str]) ->
     assert result.exit_code == 1
     assert 'Cancelled: the reviewer rejected the plan (not now)' in ' '.join(result.output.split())
     listed = invoke('runs', 'list', '--store', store, '--json')
-    assert [(r['run_id'], r['status'], r['steps']) for r in json.loads(listed.output)] == [('r1', 'finished', 3)]
+    assert [(r['run_id'], r['status'], r['steps']) for r in json.loads(listed.output)['runs']] == [
+        ('r1', 'finished', 3)]
 
 
 def test_runs_show_approve_resume(setup: tuple[Path, str], tmp_path: Path) -> None:
@@ -107,6 +109,15 @@ def test_a_store_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2 and 'Cannot open plan store' in result.output
 
 
+def test_reading_commands_on_a_wrong_path_say_so_and_create_no_file(tmp_path: Path) -> None:
+    typo = tmp_path / 'runz.db'
+    for command in (['runs', 'list'], ['runs', 'show', 'r1']):
+        result = invoke(*command, '--store', f'sqlite:///{typo}')
+        assert result.exit_code == 2, result.output
+        assert f"the file '{typo}' does not exist. Check the path" in ' '.join(result.output.split())
+    assert not typo.exists()
+
+
 def test_review_park_parks_the_gated_steps_for_runs_approve(setup: tuple[Path, str]) -> None:
     plan, store = setup
     result = invoke('run', str(plan), '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--run-id', 'k1',
@@ -125,3 +136,134 @@ def test_review_park_without_a_store_is_bad_input(setup: tuple[Path, str]) -> No
     plan, _ = setup
     result = CliRunner().invoke(app, ['run', str(plan), '--tools', 'cli_runs_tools:TOOLS', '--review', 'park'])
     assert result.exit_code == 2 and 'parked steps wait in a plan store' in ' '.join(result.output.split())
+
+
+def _run(store: str, run_id: str, *, park: bool = False, name: str | None = None) -> None:
+    import anyio
+    import cli_runs_tools
+
+    from toolweave import AutoApproveHandler
+    from toolweave.plan import run_plan
+
+    anyio.run(lambda: run_plan(PLAN, cli_runs_tools.TOOLS, store=store, run_id=run_id, name=name,
+                               review_handler=cli_runs_tools.Later() if park else AutoApproveHandler()))
+
+
+def test_runs_list_filters_pages_and_prints_json(setup: tuple[Path, str]) -> None:
+    _, store = setup
+    for n in range(3):
+        _run(store, f'n{n}', name='nightly')
+    _run(store, 'p1', park=True)
+    first = json.loads(invoke('runs', 'list', '--store', store, '--limit', '2', '--json').output)
+    assert [r['run_id'] for r in first['runs']] == ['p1', 'n2'] and first['cursor']
+    rest = json.loads(invoke('runs', 'list', '--store', store, '--limit', '2', '--after', first['cursor'],
+                             '--json').output)
+    assert [r['run_id'] for r in rest['runs']] == ['n1', 'n0'] and rest['cursor'] is None
+    waiting = json.loads(invoke('runs', 'list', '--store', store, '--waiting', '--json').output)
+    assert [(r['run_id'], r['status'], r['waiting']) for r in waiting['runs']] == [('p1', 'suspended', 1)]
+    named = json.loads(invoke('runs', 'list', '--store', store, '--name', 'nightly', '--status', 'finished',
+                              '--status', 'crashed', '--since', '1h', '--json').output)
+    assert [r['run_id'] for r in named['runs']] == ['n2', 'n1', 'n0']
+    assert json.loads(invoke('runs', 'list', '--store', store, '--until', '2000-01-01', '--json').output)['runs'] == []
+    table = invoke('runs', 'list', '--store', store, '--limit', '1')
+    text = ' '.join(table.output.replace('│', ' ').split())
+    assert 'p1' in text and 'suspended' in text and f"--after {first['cursor'][:10]}" in text.replace('`', '')
+    bad = invoke('runs', 'list', '--store', store, '--status', 'done')
+    assert bad.exit_code == 2 and 'status must be one or more of running, crashed' in ' '.join(bad.output.split())
+    worse = invoke('runs', 'list', '--store', store, '--since', 'last tuesday')
+    assert worse.exit_code == 2 and "got 'last tuesday'" in ' '.join(worse.output.split())
+
+
+def test_runs_cancel_and_show(setup: tuple[Path, str]) -> None:
+    _, store = setup
+    _run(store, 'p1', park=True)
+    _run(store, 'done')
+    result = invoke('runs', 'cancel', 'p1', '--reason', 'not needed', '--store', store)
+    assert result.exit_code == 0
+    assert 'Run p1 cancelled: 2 unfinished steps recorded cancelled (mail, log).' in ' '.join(result.output.split())
+    shown = json.loads(invoke('runs', 'show', 'p1', '--store', store, '--json').output)
+    assert shown['status'] == 'cancelled' and shown['cancel_reason'] == 'not needed'
+    assert [(s['id'], s['status'], s['error']) for s in shown['steps']] == [
+        ('who', 'succeeded', None), ('mail', 'cancelled', 'Cancelled: the run was cancelled (not needed)'),
+        ('log', 'cancelled', 'Cancelled: the run was cancelled (not needed)')]
+    again = invoke('runs', 'cancel', 'p1', '--store', store)
+    assert again.exit_code == 0 and 'was already cancelled' in again.output
+    finished = invoke('runs', 'cancel', 'done', '--store', store)
+    assert finished.exit_code == 2 and 'has already finished: there is nothing to cancel' in finished.output
+    unknown = invoke('runs', 'cancel', 'nope', '--store', store)
+    assert unknown.exit_code == 2 and "No plan run 'nope'" in unknown.output
+    resumed = invoke('runs', 'resume', 'p1', '--tools', 'cli_runs_tools:TOOLS', '--store', store)
+    assert resumed.exit_code == 2 and "Plan run 'p1'" in resumed.output and 'was cancelled (not needed)' in (
+        ' '.join(resumed.output.split()))
+
+
+def test_runs_prune_deletes_old_runs_and_says_how_many(setup: tuple[Path, str], tmp_path: Path) -> None:
+    import sqlite3
+
+    _, store = setup
+    for n in range(3):
+        _run(store, f'old{n}')
+    _run(store, 'new')
+    _run(store, 'waits', park=True)
+    db = sqlite3.connect(tmp_path / 'runs.db')
+    with db:
+        db.execute("UPDATE toolweave_runs SET updated_at = updated_at - 40 * 86400 WHERE run_id LIKE 'old%' "
+                   "OR run_id = 'waits'")
+    db.close()
+    dry = json.loads(invoke('runs', 'prune', '--older-than', '30d', '--dry-run', '--json', '--store', store).output)
+    assert (dry['runs'], dry['transitions'], dry['dry_run']) == (3, 30, True)
+    result = invoke('runs', 'prune', '--older-than', '30d', '--store', store)
+    assert result.exit_code == 0 and 'Deleted 3 runs (30 transitions, 0 large outputs) in 1 batches.' in result.output
+    listed = json.loads(invoke('runs', 'list', '--json', '--store', store).output)
+    assert sorted(r['run_id'] for r in listed['runs']) == ['new', 'waits']
+    suspended = invoke('runs', 'prune', '--older-than', '30d', '--status', 'suspended', '--store', store)
+    assert 'Deleted 1 runs' in suspended.output
+    bad = invoke('runs', 'prune', '--older-than', 'a month', '--store', store)
+    assert bad.exit_code == 2 and 'older_than must be a number with a unit' in ' '.join(bad.output.split())
+    live = invoke('runs', 'prune', '--older-than', '1d', '--status', 'running', '--store', store)
+    assert live.exit_code == 2 and 'a running run a live process holds is never pruned' in ' '.join(
+        live.output.split())
+
+
+def test_approve_with_tools_checks_an_edit_against_the_tool(setup: tuple[Path, str]) -> None:
+    _, store = setup
+    _run(store, 'p1', park=True)
+    typo = invoke('runs', 'approve', 'p1', 'mail', '--edit', '{"too": "grace@example.com"}', '--tools',
+                  'cli_runs_tools:TOOLS', '--store', store)
+    text = ' '.join(typo.output.split())
+    assert typo.exit_code == 2
+    assert "The edited arguments for step 'mail' of plan run 'p1' do not fit tool 'send'; nothing was recorded" in text
+    assert ("arguments: Additional properties are not allowed ('too' is not an argument of this tool). Tool 'send' "
+            'takes: to.') in text
+    shown = json.loads(invoke('runs', 'show', 'p1', '--store', store, '--json').output)
+    assert [s['status'] for s in shown['steps']] == ['succeeded', 'parked', 'pending']  # nothing recorded
+    ok = invoke('runs', 'approve', 'p1', 'mail', '--edit', '{"to": "grace@example.com"}', '--tools',
+                'cli_runs_tools:TOOLS', '--store', store)
+    assert ok.exit_code == 0 and 'approved with new arguments' in ok.output
+
+
+def test_runs_recover_resumes_a_crashed_run(setup: tuple[Path, str], tmp_path: Path) -> None:
+    import os
+    import sqlite3
+
+    import cli_runs_tools
+
+    _, store = setup
+    _run(store, 'c1')
+    db = sqlite3.connect(tmp_path / 'runs.db')
+    with db:  # as a process killed after its first step would leave it
+        db.execute("DELETE FROM toolweave_transitions WHERE run_id = 'c1' AND step_id <> 'who'")
+        db.execute("UPDATE toolweave_runs SET status = 'running', owner = ? WHERE run_id = 'c1'",
+                   (f'{os.uname().nodename}:999999999:gone',))
+    db.close()
+    listed = json.loads(invoke('runs', 'list', '--json', '--store', store).output)
+    assert [(r['run_id'], r['status']) for r in listed['runs']] == [('c1', 'crashed')]
+    shown = invoke('runs', 'show', 'c1', '--store', store)
+    assert 'Run c1: crashed' in shown.output and 'Its process is gone' in ' '.join(shown.output.split())
+    sent = list(cli_runs_tools.SENT)
+    result = invoke('runs', 'recover', '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--json')
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [{'run_id': 'c1', 'outcome': 'resumed', 'status': 'suspended', 'error': None}]
+    assert cli_runs_tools.SENT == sent  # the gated step parked for a person: nobody to ask
+    again = invoke('runs', 'recover', '--tools', 'cli_runs_tools:TOOLS', '--store', store)
+    assert again.exit_code == 0 and 'No crashed runs.' in again.output

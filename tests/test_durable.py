@@ -181,7 +181,7 @@ async def test_a_decision_for_a_step_that_is_not_parked_is_refused(store_url: st
     await run_plan(chain(2), ledger.tools(), store=store_url, run_id='d')
     with pytest.raises(DecisionError, match=r"Step 's1' of plan run 'd' is succeeded: only a parked step"):
         await decide('d', 's1', ReviewDecision.approve(), store=store_url)
-    with pytest.raises(DecisionError, match=r"Step 'zz' of plan run 'd' has not started"):
+    with pytest.raises(DecisionError, match=r"Plan run 'd' has no step 'zz': it is not in the plan"):
         await decide('d', 'zz', ReviewDecision.approve(), store=store_url)
     with pytest.raises(UnknownRunError):
         await decide('nope', 's1', ReviewDecision.approve(), store=store_url)
@@ -276,7 +276,7 @@ async def test_a_store_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
         open_store(not_db)
     with pytest.raises(PlanStoreError, match='unknown kind of store'):
         open_store('mysql://localhost/x')
-    with pytest.raises(PlanStoreError, match='the only SQLite option is'):
+    with pytest.raises(PlanStoreError, match='the SQLite options are'):
         open_store(f'sqlite:///{tmp_path}/x.db?mode=ro')
     with pytest.raises(PlanStoreError, match=r'Cannot open plan store postgresql://tw:\*\*\*@127\.0\.0\.1:1/db\?'
                                              'connect_timeout=2: .*Check that the server is running'):

@@ -18,7 +18,8 @@ ToolweaveError
     ├── UsageLimitExceeded      a budget (LLM calls, tokens, tool calls) ran out
     ├── ModelError              a model provider failed in a way retries did not fix
     ├── PlanStoreError          a plan store could not be opened, or failed while a run wrote to it
-    └── RunInUseError           another live process is running the stored plan run
+    ├── RunInUseError           another live process is running the stored plan run
+    └── RunCancelledError       the stored plan run was cancelled: it never runs again
 ```
 """
 
@@ -36,6 +37,7 @@ __all__ = (
     'PlanMismatchError',
     'PlanStoreError',
     'PlanValidationError',
+    'RunCancelledError',
     'RunError',
     'RunInUseError',
     'ToolConfigurationError',
@@ -150,3 +152,8 @@ class PlanStoreError(RunError):
 class RunInUseError(RunError):
     """A stored plan run is being run by another live process (it holds the run's lease). Wait for it to end, or
     resume the run after that process stopped."""
+
+
+class RunCancelledError(RunError):
+    """A stored plan run was cancelled (`cancel_run`, `toolweave runs cancel`), or a cancel is on its way: a resume
+    is refused, and the run never runs again. Start the plan under a new run id instead."""

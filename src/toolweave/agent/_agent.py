@@ -113,7 +113,8 @@ class Agent:
             `sqlite:///...` URL, or a `postgresql://...` URL, opened once here) under a new run id, every step's
             transitions recorded. A plan whose steps park (a reviewer raised `ApprovalPending`) tells the model
             its run id; after a crash or a decision, `resume_plan(run_id, ...)` or `toolweave runs resume` goes on
-            with it without running a finished step again. See `toolweave.plan.durable`.
+            with it without running a finished step again. Its runs are labelled with the agent's `name`
+            (`list_runs(name=...)`) unless `plan_options` gives a `run_name`. See `toolweave.plan.durable`.
         tool_timeout: Seconds a tool call may take (plan steps too, unless `plan_options` sets `step_timeout`); a
             call that takes longer is cancelled and fails with a message the model reads. `None`: no limit.
         max_output_chars: The longest tool result text sent to the model; longer text is cut with a note saying
@@ -198,6 +199,8 @@ class Agent:
             self.plan_options.setdefault('step_timeout', tool_timeout)
         if plan_store is not None:
             self.plan_options['store'] = open_store(plan_store)
+        if self.plan_options.get('store') is not None:
+            self.plan_options.setdefault('run_name', name)  # its runs are listed under the agent's name
         self.limits = CallLimits(tool_timeout, max_output_chars)
         self.events = EventHub()
         """Subscribers here see the events of every run of this agent (`agent.events.subscribe(cb)`)."""

@@ -35,19 +35,24 @@ def worker_command(
                                              "worker (the queue's setting, like --concurrency).")] = 0.02,
     drain: Annotated[float, typer.Option('--drain', min=0, metavar='SECONDS',
                                          help='On Ctrl-C or SIGTERM, wait this long for the running steps.')] = 30.0,
+    recover: Annotated[float | None, typer.Option('--recover', min=0.1, metavar='SECONDS',
+                                                  help='Also look every SECONDS for crashed runs whose steps go to '
+                                                       'this queue (their coordinator died), and go on with them '
+                                                       'here.', show_default=False)] = None,
 ) -> None:
     """Run plan steps sent by `run_plan(..., workers=True)` or `toolweave run --workers`, until Ctrl-C or SIGTERM."""
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
     toolset = load_tools(tools)
-    worker = Worker(store, toolset, queue=queue, concurrency=concurrency, poll_interval=poll)
+    worker = Worker(store, toolset, queue=queue, concurrency=concurrency, poll_interval=poll, recover=recover)
     try:
         worker.start()
     except (PlanStoreError, UserError, ImportError) as exc:
         typer.echo(f'toolweave worker: {exc}', err=True)
         raise typer.Exit(2) from None
+    recovering = f'; recovers its crashed runs every {recover:g} s' if recover is not None else ''
     typer.echo(f'Worker {worker.executor_id} serves queue {queue!r} ({concurrency} steps at once) with tools '
-               f'{", ".join(toolset.names)}. Ctrl-C to stop.', err=True)
+               f'{", ".join(toolset.names)}{recovering}. Ctrl-C to stop.', err=True)
     sys.stderr.flush()
 
     def interrupt(signum: int, frame: FrameType | None) -> None:

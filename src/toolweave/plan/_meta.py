@@ -240,7 +240,8 @@ class PlanTool(Tool, RunsPlans):
 
     With `review_mode='whole_plan'` the reviewers see each plan whole before it runs (see `run_plan`). With a
     `store` (a `PlanStore` or its URL, opened once here) every plan runs durably under a new run id, named in the
-    summary when steps park; `resume_plan` goes on with it.
+    summary when steps park; `resume_plan` goes on with it. `run_name` labels those runs (`list_runs(name=...)`);
+    an agent's plan tool labels them with the agent's name.
 
     `plan_schema` chooses the input schema the model is shown: `'compact'` (the default: one generic step,
     `arguments` an object), `'typed'` (a variant per tool whose arguments follow the tool's schema, strict: a
@@ -281,12 +282,13 @@ class PlanTool(Tool, RunsPlans):
         plan_schema: PlanSchema = 'compact',
         max_items: int = DEFAULT_MAX_ITEMS,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        run_name: str | None = None,
     ) -> None:
         self.tools = as_toolset(tools)
         self.dialect: Literal['id', 'index'] = dialect
         self.options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                                   review_handler, review_mode, None if store is None else open_store(store),
-                                  max_items, max_bytes=max_bytes)
+                                  max_items, max_bytes=max_bytes, run_name=run_name)
         self.on_event = on_event
         default_name = 'execute_tool_plan' if dialect == 'id' else 'execute_plan'
         self.schema_note: str | None = None

@@ -45,6 +45,8 @@ class RunOptions:
     """The worker queue each step's tool call is sent to (see `toolweave.plan.workers`), `None`: this process."""
     max_bytes: int = DEFAULT_MAX_BYTES
     """The largest plan text read, in bytes (checked before it is read; a plan given as a mapping has none)."""
+    run_name: str | None = None
+    """The label a durable run is stored under, to find it by (`list_runs(name=...)`); not one of its options."""
 
     def __post_init__(self) -> None:
         check_number(self.concurrency, 'concurrency (None: unlimited)', integer=True, minimum=1, optional=True)
@@ -62,6 +64,8 @@ class RunOptions:
         if self.workers is not None:
             worker_queue(self.workers)
         check_number(self.max_bytes, 'max_bytes', integer=True, minimum=1)
+        if self.run_name is not None and (not isinstance(self.run_name, str) or not 0 < len(self.run_name) <= 200):
+            raise UserError(f'A run name must be a string of 1 to 200 characters, got {self.run_name!r}.')
 
     def stored(self) -> dict[str, Any]:
         """The options a durable run keeps (not the reviewer, the store or the call context)."""

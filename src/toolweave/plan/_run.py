@@ -92,6 +92,7 @@ async def run_plan(
     max_items: int = DEFAULT_MAX_ITEMS,
     workers: bool | str = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    name: str | None = None,
 ) -> PlanRun:
     """Validate `plan` against `tools`, then run it: each step starts as soon as the steps it refers to have
     finished; a failed step skips its dependents and nothing else.
@@ -129,6 +130,8 @@ async def run_plan(
             `store`; the run keeps the setting, so a resume sends its steps there too.
         max_bytes: the largest plan text read, in bytes of UTF-8 (checked before it is read; a larger one is a
             validation problem).
+        name: a label for the durable run, to find it by (`list_runs(name=...)`, `toolweave runs list --name`).
+            Needs a `store`.
 
     Returns:
         The `PlanRun`: every step's record (plan order), the totals and the model-facing summary.
@@ -161,6 +164,9 @@ async def run_plan(
         if queue is not None:
             raise UserError(f'run_plan got workers={workers!r} without a store: the worker queue lives in the '
                             "store's database. Pass `store=` (for example 'postgresql://host/db') too.")
+        if name is not None:
+            raise UserError(f'run_plan got name={name!r} without a store: a name labels a durable run. Pass '
+                            "`store=` (for example 'sqlite:///runs.db') too.")
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                              review_handler, review_mode, max_items=max_items, max_bytes=max_bytes)
         return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
@@ -168,7 +174,7 @@ async def run_plan(
     async with opened(store) as plans:
         options = RunOptions(concurrency, step_timeout, timeout, missing_field, max_steps, max_output_chars,
                              review_handler, review_mode, plans, max_items=max_items, workers=queue,
-                             max_bytes=max_bytes)
+                             max_bytes=max_bytes, run_name=name)
         return await run_parsed(await to_parsed(plan, options), as_toolset(tools), options,
                                 context=ToolCallContext.of(context), on_event=on_event, run_id=run_id)
 
@@ -192,10 +198,12 @@ def run_plan_sync(
     max_items: int = DEFAULT_MAX_ITEMS,
     workers: bool | str = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    name: str | None = None,
 ) -> PlanRun:
     """`run_plan` for scripts with no event loop running (the same arguments)."""
     return anyio.run(partial(run_plan, plan, tools, concurrency=concurrency, step_timeout=step_timeout,
                              timeout=timeout, missing_field=missing_field, max_steps=max_steps,
                              max_output_chars=max_output_chars, review_handler=review_handler,
                              review_mode=review_mode, context=context, on_event=on_event, store=store,
-                             run_id=run_id, max_items=max_items, workers=workers, max_bytes=max_bytes))
+                             run_id=run_id, max_items=max_items, workers=workers, max_bytes=max_bytes,
+                             name=name))

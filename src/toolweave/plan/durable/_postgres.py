@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolweave.exceptions import PlanStoreError
+from toolweave.plan.durable._operations import check_tables, upgrade
 from toolweave.plan.durable._sql import SCHEMA_VERSION, TRANSITION_COLUMNS, SqlStore
 
 __all__ = ('PostgresStore', 'redact')
@@ -49,11 +50,14 @@ class PostgresStore(SqlStore):
     Args:
         conninfo: a libpq connection string or URL (`postgresql://user:password@host:5432/db`;
             `postgresql:///db?host=/run/postgresql` for a Unix socket).
+        read_only: open it only to read (listing, showing): a database without the plan store's tables is an
+            error, and none are created in it.
     """
 
     inline = False
+    dialect = 'postgresql'
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, *, read_only: bool = False) -> None:
         try:
             import psycopg
         except ImportError as e:
@@ -66,8 +70,11 @@ class PostgresStore(SqlStore):
             self._connect()
             with self._lock, self._transaction() as cursor:
                 cursor.execute('SELECT pg_advisory_xact_lock(%s)', (_SETUP_LOCK,))
+                if read_only:
+                    check_tables(cursor, self.url)
                 for statement in _SCHEMA:
                     cursor.execute(statement)
+                upgrade(cursor, 'postgresql')
                 cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'")
                 row = cursor.fetchone()
                 if row is None:
@@ -76,6 +83,9 @@ class PostgresStore(SqlStore):
                 elif row[0] != str(SCHEMA_VERSION):
                     raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads '
                                          f'version {SCHEMA_VERSION}.')
+        except PlanStoreError:
+            self.close()
+            raise
         except psycopg.Error as exc:
             self.close()
             raise PlanStoreError(f'Cannot open plan store {self.url}: {_first_line(exc)}. Check that the server is '

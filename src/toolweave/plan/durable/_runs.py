@@ -51,7 +51,9 @@ from toolweave.plan.durable._codec import (
     prefill,
     when,
 )
+from toolweave.plan.durable._edits import check_edit
 from toolweave.plan.durable._journal import Journal
+from toolweave.plan.durable._operations import Retention, take_retention
 from toolweave.plan.durable._postgres import PostgresStore
 from toolweave.plan.durable._sqlite import SqliteStore
 from toolweave.plan.durable._store import (
@@ -78,8 +80,13 @@ _RUN_ID = re.compile(r'^[A-Za-z0-9_.:-]{1,200}$')
 _POSTGRES = ('postgresql://', 'postgres://', 'postgresql+psycopg://')
 
 
-def open_store(store: StoreLike) -> PlanStore:
+def open_store(store: StoreLike, *, read_only: bool = False) -> PlanStore:
     """The store `store` names (a store is returned as it is).
+
+    `?retain=30d` in the URL (either kind) prunes the store's finished and cancelled runs older than that, from a
+    background thread of a process that opens it, at most once an hour across processes (see `prune_runs`).
+    `read_only`: open it only to read (`toolweave runs list`, `show`): a SQLite file that does not exist, or a
+    PostgreSQL database without the tables, is an error instead of a new empty store.
 
     Raises:
         PlanStoreError: the store cannot be opened (a missing folder, a server that does not answer, an unknown
@@ -87,9 +94,16 @@ def open_store(store: StoreLike) -> PlanStore:
     """
     if isinstance(store, PlanStore):
         return store
-    text = os.fspath(store)
+    text, retain = take_retention(os.fspath(store))
+    opened_store = _open_url(text, read_only)
+    if retain is not None and not read_only:
+        Retention(retain, partial(_open_url, text, False)).start(opened_store)
+    return opened_store
+
+
+def _open_url(text: str, read_only: bool) -> SqliteStore | PostgresStore:
     if text.startswith(_POSTGRES):
-        return PostgresStore(text)
+        return PostgresStore(text, read_only=read_only)
     if text.startswith('sqlite:'):
         rest, _, query = text[len('sqlite:'):].partition('?')
         if rest.startswith('///'):
@@ -100,24 +114,24 @@ def open_store(store: StoreLike) -> PlanStore:
         options = dict(part.partition('=')[::2] for part in query.split('&') if part)
         synchronous = options.pop('synchronous', 'normal').lower()
         if options or synchronous not in ('normal', 'full'):
-            raise PlanStoreError(f'Cannot open plan store {text!r}: the only SQLite option is `?synchronous=normal` or '
-                                 f'`?synchronous=full`, got {query!r}.')
+            raise PlanStoreError(f'Cannot open plan store {text!r}: the SQLite options are `?synchronous=normal` or '
+                                 f'`?synchronous=full`, and `retain=30d`, got {query!r}.')
         if not rest:
             raise PlanStoreError(f'Cannot open plan store {text!r}: no file. Write `sqlite:///runs.db`.')
-        return SqliteStore(rest, synchronous='full' if synchronous == 'full' else 'normal')
+        return SqliteStore(rest, synchronous='full' if synchronous == 'full' else 'normal', read_only=read_only)
     if '://' in text:
         raise PlanStoreError(f'Cannot open plan store {text!r}: unknown kind of store. Use `sqlite:///runs.db` (a '
                              'file) or `postgresql://user@host/db` (with `pip install "toolweave[postgres]"`).')
-    return SqliteStore(text)
+    return SqliteStore(text, read_only=read_only)
 
 
 @asynccontextmanager
-async def opened(store: StoreLike) -> AsyncIterator[PlanStore]:
+async def opened(store: StoreLike, *, read_only: bool = False) -> AsyncIterator[PlanStore]:
     """The store `store` names, closed at the end of the block if it was opened here."""
     if isinstance(store, PlanStore):
         yield store
         return
-    made = await anyio.to_thread.run_sync(open_store, store)
+    made = await anyio.to_thread.run_sync(partial(open_store, store, read_only=read_only))
     try:
         yield made
     finally:
@@ -150,7 +164,8 @@ async def start_run(prepared: Prepared, tools: Toolset, options: RunOptions, *, 
     digest = plan_hash(text)
     owner = new_owner()
     now = time.time()
-    info = RunInfo(run_id, digest, text, dumps(options.stored()), 'running', now, now, owner, now)
+    info = RunInfo(run_id, digest, text, dumps(options.stored()), 'running', now, now, owner, now,
+                   name=options.run_name)
     try:
         existing = await _call(store, store.create, info)
     except BaseException:
@@ -222,15 +237,20 @@ def resume_plan_sync(
                              context=context, on_event=on_event))
 
 
-async def decide(run_id: str, step_id: str, decision: ReviewDecision, *, store: StoreLike) -> None:
+async def decide(run_id: str, step_id: str, decision: ReviewDecision, *, store: StoreLike,
+                 tools: Toolset | Iterable[ToolsetItem] | None = None) -> None:
     """Record `decision` for the parked step `step_id` of a stored run; the next `resume_plan` runs the step under
     it: approve (run it; for a step unknown after a crash, run it again), edit (run it with `decision.revised` as
     its arguments) or reject (it fails, and the steps that depend on it are skipped).
 
+    With `tools` (the tools the plan calls), an edit's arguments are checked against the step's tool first: ones
+    its input schema refuses are refused here, with the schema's message, and nothing is recorded.
+
     Raises:
         UnknownRunError: the store has no run `run_id`.
-        DecisionError: the step is not parked (it has not started, it ended, or it already has a decision), or
-            the plan has no step `step_id`.
+        DecisionError: the step is not parked (it has not started, it ended, or it already has a decision), the
+            plan has no step `step_id` (the message lists the steps that wait), or the edited arguments do not fit
+            the step's tool.
     """
     if not isinstance(decision, ReviewDecision):
         raise UserError(f'decision must be a ReviewDecision (ReviewDecision.approve(), .edit(arguments), '
@@ -240,17 +260,25 @@ async def decide(run_id: str, step_id: str, decision: ReviewDecision, *, store: 
     except (TypeError, ValueError) as exc:
         raise UserError(f'The revised arguments of the decision are not JSON data: {exc}.') from None
     async with opened(store) as plans:
+        if tools is not None:
+            info = await _call(plans, plans.header, check_run_id(run_id))
+            check_edit(run_id, info.plan, step_id, decision, as_toolset(tools))
         await _call(plans, plans.decide, check_run_id(run_id),
                     Transition(step_id, 'decided', time.time(), decision.reason, detail=detail))
 
 
-def decide_sync(run_id: str, step_id: str, decision: ReviewDecision, *, store: StoreLike) -> None:
+def decide_sync(run_id: str, step_id: str, decision: ReviewDecision, *, store: StoreLike,
+                tools: Toolset | Iterable[ToolsetItem] | None = None) -> None:
     """`decide` for scripts with no event loop running."""
-    anyio.run(partial(decide, run_id, step_id, decision, store=store))
+    anyio.run(partial(decide, run_id, step_id, decision, store=store, tools=tools))
 
 
 async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler: ReviewHandler | None,
                   context: ToolCallContext, on_event: EventHandler | None, refused: frozenset[str]) -> PlanRun:
+    # The plan is checked against the tools before the run is claimed: a resume refused for them leaves the run
+    # as it was (a suspended run suspended, a crashed one for a recoverer with the right tools).
+    before = await _call(store, store.header, run_id)
+    prepared, options = _fit(before, tools, review_handler, store, refused)
     owner = new_owner()
     try:
         info = await _call(store, store.claim, run_id, owner)
@@ -259,18 +287,27 @@ async def _resume(store: PlanStore, run_id: str, tools: Toolset, review_handler:
         raise
     try:
         stored = await _call(store, store.load, run_id)
-        plan = plan_from_data(json.loads(info.plan))
-        options = RunOptions.from_stored(json.loads(info.options), review_handler=review_handler, store=store)
-        prepared, problems = prepare(Parsed(plan, Problems()), tools, max_steps=options.max_steps,
-                                     max_items=options.max_items, extra_refused=refused)
-        if prepared is None:
-            raise PlanValidationError([f'the stored plan of run {run_id!r} does not fit these tools: {problem}'
-                                       for problem in problems.messages()])
+        if (info.plan, info.options) != (before.plan, before.options):  # changed between the two reads
+            prepared, options = _fit(info, tools, review_handler, store, refused)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await _let_go(store, run_id, owner, None)
+            await _let_go(store, run_id, owner, before.status)
         raise
     return await _drive(store, info, prepared, tools, options, fold(stored.transitions), context, on_event, refused)
+
+
+def _fit(info: RunInfo, tools: Toolset, review_handler: ReviewHandler | None, store: PlanStore,
+         refused: frozenset[str]) -> tuple[Prepared, RunOptions]:
+    """The stored plan validated against `tools`, and the run's options (`PlanValidationError` if it does not
+    fit)."""
+    plan = plan_from_data(json.loads(info.plan))
+    options = RunOptions.from_stored(json.loads(info.options), review_handler=review_handler, store=store)
+    prepared, problems = prepare(Parsed(plan, Problems()), tools, max_steps=options.max_steps,
+                                 max_items=options.max_items, extra_refused=refused)
+    if prepared is None:
+        raise PlanValidationError([f'the stored plan of run {info.run_id!r} does not fit these tools: {problem}'
+                                   for problem in problems.messages()])
+    return prepared, options
 
 
 async def _drive(store: PlanStore, info: RunInfo, prepared: Prepared, tools: Toolset, options: RunOptions,

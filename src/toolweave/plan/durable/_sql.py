@@ -11,6 +11,7 @@ steps fetching the same page) is stored once.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -18,7 +19,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from toolweave.exceptions import DecisionError, PlanStoreError, RunInUseError, UnknownRunError
+from toolweave.exceptions import DecisionError, PlanStoreError, RunCancelledError, RunInUseError, UnknownRunError
+from toolweave.plan.durable._operations import RunOperations
 from toolweave.plan.durable._store import RunInfo, RunStatus, StoredRun, Transition, owner_is_stale
 
 __all__ = ('BLOB_THRESHOLD', 'SCHEMA_VERSION', 'TRANSITION_COLUMNS', 'SqlStore')
@@ -31,12 +33,13 @@ SCHEMA_VERSION = 1
 _HEARTBEAT_EVERY = 1.0
 """Seconds between two heartbeat renewals carried by appends (an append is frequent; the renewal need not be)."""
 
-_RUN_COLUMNS = 'run_id, plan_hash, plan, options, status, created_at, updated_at, owner, heartbeat_at, review'
+_RUN_COLUMNS = ('run_id, plan_hash, plan, options, status, created_at, updated_at, owner, heartbeat_at, review, name, '
+                'cancel_requested_at, cancel_reason')
 TRANSITION_COLUMNS = _TRANSITION_COLUMNS = ('step_id, item, status, at, error, output, output_blob, value, value_blob, '
                                              'flags, detail')
 
 
-class SqlStore(ABC):
+class SqlStore(RunOperations, ABC):
     """A `PlanStore` over a SQL database (see the module docstring). Thread-safe: one connection, one lock."""
 
     url: str
@@ -74,9 +77,10 @@ class SqlStore(ABC):
             if existing is not None:
                 return existing
             cursor.execute(self._sql(f'INSERT INTO toolweave_runs ({_RUN_COLUMNS}) '
-                                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+                                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
                            (info.run_id, info.plan_hash, info.plan, info.options, info.status, info.created_at,
-                            info.updated_at, info.owner, info.heartbeat_at, info.review))
+                            info.updated_at, info.owner, info.heartbeat_at, info.review, info.name,
+                            info.cancel_requested_at, info.cancel_reason))
             return None
         return self._do('create run', info.run_id, run, lock_run=True)
 
@@ -85,6 +89,8 @@ class SqlStore(ABC):
             info = self._header(cursor, run_id)
             if info is None:
                 raise self._unknown(cursor, run_id)
+            if info.status == 'cancelled' or info.cancel_requested_at is not None:
+                raise _cancelled(self.url, info)
             if info.owner is not None and info.owner != owner and not owner_is_stale(info.owner, info.heartbeat_at):
                 age = '' if info.heartbeat_at is None else (
                     f', last heard from {time.time() - info.heartbeat_at:.0f} s ago')
@@ -141,18 +147,15 @@ class SqlStore(ABC):
 
     def decide(self, run_id: str, transition: Transition) -> None:
         def run(cursor: Any) -> None:
-            if self._header(cursor, run_id) is None:
+            info = self._header(cursor, run_id)
+            if info is None:
                 raise self._unknown(cursor, run_id)
             cursor.execute(self._sql('SELECT status, error FROM toolweave_transitions WHERE run_id = ? AND step_id = ? '
                                      "AND item IS NULL AND status <> 'ready' ORDER BY id DESC LIMIT 1"),
                            (run_id, transition.step_id))
             last = cursor.fetchone()
             if last is None or last[0] != 'parked':
-                state = 'has not started' if last is None else f'is {last[0]}'
-                if last is not None and last[0] == 'decided':
-                    state = 'already has a decision, not yet picked up by a resume'
-                raise DecisionError(f'Step {transition.step_id!r} of plan run {run_id!r} {state}: only a parked step '
-                                    'takes a decision. `toolweave runs show RUN_ID` lists the parked steps.')
+                raise self._not_parked(cursor, info, transition.step_id, None if last is None else last[0])
             cursor.execute(self._sql(f'INSERT INTO toolweave_transitions (run_id, {_TRANSITION_COLUMNS}) '
                                      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'),
                            (run_id, transition.step_id, None, 'decided', transition.at, transition.error, None, None,
@@ -219,6 +222,25 @@ class SqlStore(ABC):
         row = cursor.fetchone()
         return None if row is None else RunInfo(*row)
 
+    def _not_parked(self, cursor: Any, info: RunInfo, step_id: str, status: str | None) -> DecisionError:
+        """Why a decision for `step_id` is refused (its last status is `status`), naming the steps that do wait."""
+        parked = self._waiting_steps(cursor, info.run_id)
+        waiting = (f'Its steps waiting for a decision: {", ".join(parked)}.' if parked else
+                   'None of its steps waits for a decision.')
+        if step_id not in {step['id'] for step in json.loads(info.plan)['steps']}:
+            return DecisionError(f'Plan run {info.run_id!r} has no step {step_id!r}: it is not in the plan. {waiting}')
+        state = 'has not started' if status is None else f'is {status}'
+        if status == 'decided':
+            state = 'already has a decision, not yet picked up by a resume'
+        return DecisionError(f'Step {step_id!r} of plan run {info.run_id!r} {state}: only a parked step takes a '
+                             f'decision. {waiting}')
+
+    def _waiting_steps(self, cursor: Any, run_id: str) -> list[str]:
+        cursor.execute(self._sql('SELECT step_id, status FROM toolweave_transitions WHERE run_id = ? AND item IS NULL '
+                                 "AND status <> 'ready' ORDER BY id"), (run_id,))
+        last = dict(cursor.fetchall())
+        return [step_id for step_id, status in last.items() if status == 'parked']
+
     def _unknown(self, cursor: Any, run_id: str) -> UnknownRunError:
         cursor.execute(self._sql('SELECT run_id FROM toolweave_runs ORDER BY updated_at DESC LIMIT 5'))
         recent = [row[0] for row in cursor.fetchall()]
@@ -234,6 +256,15 @@ class SqlStore(ABC):
                                      f'({", ".join("?" * len(chunk))})'), tuple(chunk))
             found.update(cursor.fetchall())
         return found
+
+
+def _cancelled(url: str, info: RunInfo) -> RunCancelledError:
+    why = f' ({info.cancel_reason})' if info.cancel_reason else ''
+    if info.status == 'cancelled':
+        return RunCancelledError(f'Plan run {info.run_id!r} in {url} was cancelled{why}: a cancelled run never runs '
+                                 'again. Start the plan under a new run id to run it again.')
+    return RunCancelledError(f'Plan run {info.run_id!r} in {url} is being cancelled{why}: it does not run again. '
+                             f'`toolweave runs cancel {info.run_id}` (or `cancel_run`) completes the cancel.')
 
 
 def _split(text: str | None, blobs: dict[str, str]) -> tuple[str | None, str | None]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal
 
 from toolweave.exceptions import PlanStoreError, UserError
+from toolweave.plan.durable._operations import UPGRADED_COLUMNS, upgrade
 from toolweave.plan.durable._sql import SCHEMA_VERSION, SqlStore
 
 __all__ = ('SqliteStore',)
@@ -52,20 +53,27 @@ class SqliteStore(SqlStore):
         path: the database file (created if missing; its folder must exist).
         synchronous: `'normal'` (the default: a killed process loses nothing committed) or `'full'` (a commit
             also survives a power cut, at the cost of waiting for the disk on every step start).
+        read_only: open an existing store only to read it (listing, showing): a missing file is an error, not a
+            new empty store.
     """
 
     inline = True
+    dialect = 'sqlite'
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous = 'normal') -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = 'normal', read_only: bool = False) -> None:
         if synchronous not in ('normal', 'full'):
             raise UserError(f"SqliteStore synchronous must be 'normal' or 'full', got {synchronous!r}.")
         self.path = Path(path)
         super().__init__(f'sqlite:///{self.path}')
+        self.read_only = read_only
+        if read_only and self._open_to_read():
+            return
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         except sqlite3.Error as exc:
             raise PlanStoreError(f'Cannot open plan store {self.url}: {exc}. Check that the folder '
                                  f'{str(self.path.parent)!r} exists and is writable.') from exc
+        self.read_only = False
         try:
             mode = self._db.execute('PRAGMA journal_mode=WAL').fetchone()[0]
             self._db.execute(f'PRAGMA synchronous={synchronous.upper()}')
@@ -83,6 +91,7 @@ class SqliteStore(SqlStore):
         with self._transaction() as cursor:
             for statement in _SCHEMA:
                 cursor.execute(statement)
+            upgrade(cursor, 'sqlite')
             row = cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'").fetchone()
             if row is None:
                 cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -93,7 +102,8 @@ class SqliteStore(SqlStore):
     @contextmanager
     def _transaction(self, run_id: str | None = None) -> Iterator[sqlite3.Cursor]:
         cursor = self._db.cursor()
-        cursor.execute('BEGIN IMMEDIATE')  # the write lock now, not at the first write: no upgrade deadlock
+        # The write lock now, not at the first write: no upgrade deadlock (a store opened to read takes none).
+        cursor.execute('BEGIN' if self.read_only else 'BEGIN IMMEDIATE')
         try:
             yield cursor
         except BaseException:
@@ -107,6 +117,46 @@ class SqliteStore(SqlStore):
 
     def _sql(self, query: str) -> str:
         return query
+
+    def _reading(self) -> AbstractContextManager[sqlite3.Cursor]:
+        return self._deferred()
+
+    @contextmanager
+    def _deferred(self) -> Iterator[sqlite3.Cursor]:
+        """A transaction that reads: it waits for no writer, and no writer waits for it (WAL)."""
+        cursor = self._db.cursor()
+        cursor.execute('BEGIN')
+        try:
+            yield cursor
+        finally:
+            if self._db.in_transaction:
+                self._db.rollback()
+            cursor.close()
+
+    def _open_to_read(self) -> bool:
+        """Open the existing file read-only; `False` when it must be opened to write once first (its tables lack
+        what this version reads: `upgrade` adds it)."""
+        if not self.path.is_file():
+            raise PlanStoreError(f'Cannot open plan store {self.url}: the file {str(self.path)!r} does not exist. '
+                                 'Check the path (`--store`, or TOOLWEAVE_STORE).')
+        try:
+            self._db = sqlite3.connect(f'{self.path.resolve().as_uri()}?mode=ro', uri=True, isolation_level=None,
+                                       check_same_thread=False, timeout=30.0)
+            columns = {row[1] for row in self._db.execute('PRAGMA table_info(toolweave_runs)')}
+            row = self._db.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'").fetchone()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise PlanStoreError(f'Cannot open plan store {self.url}: {exc}. Is it a plan store (a SQLite database '
+                                 'written by toolweave)?') from exc
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            self._db.close()
+            raise PlanStoreError(f'Cannot open plan store {self.url}: it has schema version '
+                                 f'{None if row is None else row[0]!r}; this toolweave reads version {SCHEMA_VERSION}.')
+        if not columns.issuperset(UPGRADED_COLUMNS):
+            self._db.close()
+            return False
+        self.wal = self._db.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'
+        return True
 
     def _reason(self, exc: Exception) -> str | None:
         return f'{type(exc).__name__}: {exc}' if isinstance(exc, sqlite3.Error) else None

@@ -11,13 +11,20 @@ import os
 import secrets
 import socket
 import time
-from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 __all__ = (
     'LEASE_SECONDS',
+    'RUN_STATES',
+    'Cancellation',
+    'ListedRun',
     'PlanStore',
+    'Pruned',
     'RunInfo',
+    'RunPage',
+    'RunQuery',
+    'RunState',
     'RunStatus',
     'StoredRun',
     'Transition',
@@ -25,12 +32,19 @@ __all__ = (
     'new_owner',
     'owner_is_stale',
     'release_owner',
+    'shown_state',
 )
 
-RunStatus: TypeAlias = Literal['running', 'suspended', 'finished', 'stopped']
+RunStatus: TypeAlias = Literal['running', 'suspended', 'finished', 'stopped', 'cancelled']
 """`running`: a process holds the run (or held it until it crashed: see `RunInfo.owner`); `suspended`: steps are
-parked, waiting for decisions; `finished`: every step ended; `stopped`: the run was cancelled, timed out or
-stopped by an error, and can be resumed."""
+parked, waiting for decisions; `finished`: every step ended; `stopped`: the run was interrupted, timed out or
+stopped by an error, and can be resumed; `cancelled`: a person cancelled it (`cancel_run`), and it never runs
+again."""
+RunState: TypeAlias = Literal['running', 'crashed', 'suspended', 'finished', 'stopped', 'cancelled']
+"""A run's status as operators see it: the stored `RunStatus`, with a `running` run whose holder is gone (its
+process died, or its lease lapsed: `owner_is_stale`) shown as `crashed`."""
+RUN_STATES: tuple[RunState, ...] = get_args(RunState)
+_SHOWN: dict[str, RunState] = {state: state for state in RUN_STATES}
 TransitionStatus: TypeAlias = Literal['ready', 'reviewing', 'running', 'parked', 'decided', 'succeeded', 'failed',
                                       'skipped', 'cancelled']
 """A step's status as the journal records it: the plan's step statuses, plus `ready` (its dependencies have all
@@ -85,6 +99,18 @@ class RunInfo:
     heartbeat_at: float | None = None
     review: str | None = None
     """JSON text: the whole-plan review's outcome, once it was made (a resume does not ask again)."""
+    name: str | None = None
+    """A label to find the run by (`run_plan(..., name=...)`; an agent's runs carry the agent's name)."""
+    cancel_requested_at: float | None = None
+    """When a cancel was asked for while a live process held the run (`cancel_run`); `None`: never. The holder
+    stops the run at its next journal write."""
+    cancel_reason: str | None = None
+    """Why it was cancelled, as the person said."""
+
+    @property
+    def state(self) -> RunState:
+        """Its status as people see it: `crashed` for a `running` run whose holder is gone."""
+        return shown_state(self.status, self.owner, self.heartbeat_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +119,88 @@ class StoredRun:
 
     info: RunInfo
     transitions: tuple[Transition, ...]
+
+
+# --- what the operations return ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ListedRun:
+    """One run in a page of `list_runs`: its header, without the plan, and how many of its steps wait."""
+
+    run_id: str
+    name: str | None
+    """The label it was started with (`run_plan(..., name=...)`, an agent's name), if any."""
+    status: RunState
+    steps: int
+    """Steps in its plan."""
+    waiting: int
+    """Steps parked without a decision: a person's `decide` (`toolweave runs approve`) lets them go on."""
+    created_at: float
+    updated_at: float
+    """The last time anything about it was recorded (the key pages are ordered by, newest first)."""
+    owner: str | None
+    """`host:pid:token` of the process running it; for a `crashed` run, the one that was."""
+    heartbeat_at: float | None
+    cancel_requested_at: float | None
+    """When a cancel was asked for while it ran (the holder stops it at its next journal write)."""
+    cancel_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """A page of runs, newest first, and where the next one starts."""
+
+    runs: tuple[ListedRun, ...]
+    cursor: str | None
+    """Pass it as `after=` to get the next page; `None` when this is the last one."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """What `list_runs` asks a store for, checked (see `list_runs` for each field)."""
+
+    states: frozenset[RunState] | None = None
+    name: str | None = None
+    since: float | None = None
+    until: float | None = None
+    waiting: bool = False
+    limit: int = 50
+    after: tuple[float, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancellation:
+    """What `cancel_run` did."""
+
+    run_id: str
+    outcome: Literal['cancelled', 'requested', 'already cancelled', 'already finished']
+    """`cancelled`: no live process held the run; it is `cancelled` now, its unfinished steps recorded `cancelled`.
+    `requested`: a live process holds it; the request is in its header, and that process stops the run at its next
+    journal write. `already cancelled` / `already finished`: nothing changed."""
+    steps: tuple[str, ...] = ()
+    """The steps recorded `cancelled` (outcome `cancelled`)."""
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What `prune_runs` deleted (or, with `dry_run`, would delete)."""
+
+    runs: int = 0
+    transitions: int = 0
+    blobs: int = 0
+    """Large outputs no remaining transition uses."""
+    batches: int = 0
+    """Transactions it took (each deletes at most `PRUNE_RUNS` runs and about `PRUNE_ROWS` transitions)."""
+    dry_run: bool = False
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(self.runs + other.runs, self.transitions + other.transitions, self.blobs + other.blobs,
+                      self.batches + other.batches, self.dry_run or other.dry_run)
 
 
 @runtime_checkable
@@ -142,6 +250,37 @@ class PlanStore(Protocol):
 
     def close(self) -> None: ...
 
+    # --- what operators do (`toolweave.plan.durable._operations`) -------------------------------------------------
+
+    def header(self, run_id: str) -> RunInfo:
+        """The run's header, without its transitions."""
+        ...
+
+    def list_page(self, query: RunQuery) -> RunPage:
+        """A page of runs, newest first (see `list_runs`)."""
+        ...
+
+    def unheld(self) -> list[RunInfo]:
+        """The `running` runs whose holder is gone, and the runs with a cancel to carry out that nobody holds."""
+        ...
+
+    def hand_back(self, run_id: str) -> bool:
+        """Mark a run a stopped recoverer let go of as crashed again, for the next recoverer."""
+        ...
+
+    def cancel(self, run_id: str, reason: str | None) -> Cancellation:
+        """Cancel a run nobody holds (its unfinished steps recorded `cancelled`), or ask its live holder to."""
+        ...
+
+    def prune(self, before: float, wanted: frozenset[RunState], *, dry_run: bool = False) -> Pruned:
+        """Delete the runs in `wanted` states last updated before `before` (never one a live process holds),
+        with their transitions and the blobs nothing else uses, in bounded transactions."""
+        ...
+
+    def claim_retention(self, every: float) -> bool:
+        """Whether this process should apply the store's retention now (one process per `every` seconds)."""
+        ...
+
 
 _HOST = socket.gethostname()
 _live_owners: set[str] = set()
@@ -175,6 +314,13 @@ def owner_is_stale(owner: str | None, heartbeat_at: float | None, *, now: float 
         if not _process_exists(pid):
             return True
     return heartbeat_at is None or (now if now is not None else time.time()) - heartbeat_at > lease
+
+
+def shown_state(status: str, owner: str | None, heartbeat_at: float | None) -> RunState:
+    """A stored status as people see it: a `running` run whose holder is gone is `crashed`."""
+    if status == 'running' and owner_is_stale(owner, heartbeat_at):
+        return 'crashed'
+    return _SHOWN[status]
 
 
 def _process_exists(pid: int) -> bool:

@@ -21,9 +21,14 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from toolweave.exceptions import ControlFlowSignal, PlanStoreError, ToolConfigurationError, UserError
+from toolweave.plan.durable._manage import Recovery, watch_runs
 from toolweave.plan.durable._postgres import redact
 from toolweave.plan.durable._runs import open_store
 from toolweave.plan.durable._store import LEASE_SECONDS, new_owner, owner_is_stale, release_owner
@@ -77,6 +82,9 @@ class Worker:
             workers: it may hold credentials, and the queue is stored).
         poll_interval: seconds between two looks at the queue when it has nothing for this worker (also a queue
             setting).
+        recover: also look every `recover` seconds for crashed runs whose steps go to this queue (their coordinator
+            died) and go on with them here, as `recover_runs` does: the worker becomes their coordinator. `None`
+            (the default): only run steps.
 
     Raises:
         PlanStoreError: the database cannot be opened (from `start`).
@@ -84,13 +92,17 @@ class Worker:
 
     def __init__(self, store: str | os.PathLike[str], tools: Toolset | Iterable[ToolsetItem], *,
                  queue: str = DEFAULT_QUEUE, concurrency: int = 8, context: Mapping[str, Any] | None = None,
-                 poll_interval: float = 0.02) -> None:
+                 poll_interval: float = 0.02, recover: float | None = None) -> None:
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise UserError(f'Worker concurrency must be an integer >= 1, got {concurrency!r}.')
         if not isinstance(queue, str) or not queue.strip() or queue.startswith('_dbos'):
             raise UserError(f'Worker queue must be a name (not starting with "_dbos"), got {queue!r}.')
         if not isinstance(poll_interval, int | float) or not 0 < poll_interval <= 60:
             raise UserError(f'Worker poll_interval must be between 0 and 60 seconds, got {poll_interval!r}.')
+        if recover is not None and (isinstance(recover, bool) or not isinstance(recover, int | float) or
+                                    not recover > 0):
+            raise UserError(f'Worker recover must be a number of seconds > 0 (or None), got {recover!r}.')
+        self.recover = recover
         self.store = os.fspath(store)
         self.tools = tools if isinstance(tools, Toolset) else Toolset(tools)
         self.queue = queue
@@ -102,6 +114,7 @@ class Worker:
         self._registry: Registry | None = None
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._recoverer: threading.Thread | None = None
         self._running = 0
         self._running_lock = threading.Lock()
         self._connected_since = 0.0
@@ -165,6 +178,10 @@ class Worker:
         self._connected_since = time.monotonic()
         self._watcher = threading.Thread(target=self._watch, name=f'toolweave-worker-{self.queue}', daemon=True)
         self._watcher.start()
+        if self.recover is not None:
+            self._recoverer = threading.Thread(target=self._recover_runs, name=f'toolweave-recover-{self.queue}',
+                                               daemon=True)
+            self._recoverer.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking steps; wait up to `timeout` seconds for the steps running here to end, then shut down. A step
@@ -177,6 +194,9 @@ class Worker:
         if self._watcher is not None:
             self._watcher.join()
             self._watcher = None
+        if self._recoverer is not None:
+            self._recoverer.join(timeout)  # its runs are handed back as crashed, for the next recoverer
+            self._recoverer = None
         self._shut(import_dbos(), timeout if self._running else 0)
         with _lock:
             _serving = None
@@ -235,6 +255,33 @@ class Worker:
             with self._running_lock:
                 self._running -= 1
         return encode(result)
+
+    # --- recovering the runs of the queue ------------------------------------------------------------------------
+
+    def _recover_runs(self) -> None:
+        """Until the worker stops: every `recover` seconds, go on with the crashed runs of this queue (in this
+        thread's own event loop)."""
+        assert self.recover is not None
+        every = self.recover
+
+        async def main() -> None:
+            async with anyio.create_task_group() as group:
+                async def until_stopped() -> None:
+                    await anyio.to_thread.run_sync(self._stop.wait, abandon_on_cancel=True)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(until_stopped)
+                group.start_soon(partial(watch_runs, self.tools, store=self.store, every=every, queue=self.queue,
+                                         context=self.context, report=self._recovered))
+
+        try:
+            anyio.run(main)
+        except Exception as exc:
+            logger.error('Worker %s stopped recovering runs: %r', self.executor_id, exc)
+
+    def _recovered(self, recovery: Recovery) -> None:
+        logger.info('Worker %s recovered plan run %r: %s%s', self.executor_id, recovery.run_id, recovery.outcome,
+                    f', now {recovery.status}' if recovery.status else '')
 
     # --- watching the other workers -----------------------------------------------------------------------------
 
