@@ -198,8 +198,10 @@ class Actions:
         kwargs: dict[str, Any] = {'store': self.store}
         if reason and 'reason' in inspect.signature(cancel).parameters:
             kwargs['reason'] = reason
-        await _call(cancel, run_id, **kwargs)
-        return f'Run {run_id} cancelled.'
+        done = await _call(cancel, run_id, **kwargs)
+        outcome = getattr(done, 'outcome', 'cancelled')
+        return {'cancelled': f'Run {run_id} cancelled.', 'requested': f'Run {run_id}: the process running it was '
+                'asked to stop; it stops at its next journal write.'}.get(outcome, f'Run {run_id}: {outcome}.')
 
     def resume(self, run_id: str) -> str:
         """Resume the run in this process, in the background (the page follows it live)."""

@@ -6,7 +6,7 @@
 | `GET /static/...` | the page's script and style, shipped in the package |
 | `GET /api/session` | this browser's session: its CSRF token, who it decides as, what this UI can do |
 | `GET /api/inbox` | every decision waiting, across runs |
-| `GET /api/runs?status=&name=&since=&until=&after=&limit=` | a page of runs |
+| `GET /api/runs?status=&name=&since=&until=&waiting=&after=&limit=` | a page of runs (`list_runs`) |
 | `GET /api/runs/{run_id}` | one run: plan graph, steps, journal, critical path |
 | `GET /api/events` | server-sent events: `change` with the ids of the runs that changed |
 | `POST /api/validate` | check arguments against a tool's input schema |
@@ -22,10 +22,9 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import anyio.to_thread
@@ -38,7 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from toolweave.exceptions import DecisionError, PlanStoreError, RunInUseError, UnknownRunError, UserError
-from toolweave.plan.durable import PlanStore, StoreLike, open_store
+from toolweave.plan.durable import ListedRun, PlanStore, RunState, StoreLike, list_runs, open_store
 from toolweave.tools import Toolset, ToolsetItem
 from toolweave.ui._actions import ActionError, Actions, schema_problems, who
 from toolweave.ui._feed import ChangeFeed
@@ -61,6 +60,7 @@ _HEADERS = {
     'Cache-Control': 'no-store',
 }
 MAX_BODY = 2_000_000
+_STATES: dict[str, RunState] = {state: state for state in get_args(RunState)}
 
 
 def create_app(store: StoreLike, *, tools: Toolset | Iterable[ToolsetItem] | None = None,
@@ -228,22 +228,26 @@ class _State:
         return _json(inbox_view(entries, plans, total, schemas=self.actions.schemas))
 
     async def runs(self, request: Request) -> Response:
+        """A page of runs from the library's `list_runs` (keyset pages over the store's indexes), and how many
+        runs there are of each status."""
         self.guard.reader(request)
         query = request.query_params
-        try:
-            since, until = _time(query.get('since')), _time(query.get('until'))
-            limit = int(query.get('limit') or 50)
-        except ValueError as exc:
-            raise HTTPException(400, f'Bad filter: {exc}. Times are ISO dates (2026-05-20 or 2026-05-20T14:00) or '
-                                     'seconds since 1970; limit is a number.') from None
+        store = self._store
+        assert store is not None
         status = query.get('status') or None
+        if status is not None and status not in _STATES:
+            raise HTTPException(400, f'Bad filter: status {status!r} is none of {", ".join(_STATES)}.')
         try:
-            page = await anyio.to_thread.run_sync(lambda: self.reads.page(
-                status=status, name=query.get('name') or None, since=since, until=until,
-                after=query.get('after') or None, limit=limit))
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from None
-        return _json({'runs': [run.data() for run in page.runs], 'after': page.after, 'counts': page.counts})
+            limit = int(query.get('limit') or 50)
+            page = await list_runs(store, status=None if status is None else _STATES[status],
+                                   name=query.get('name') or None, since=query.get('since') or None,
+                                   until=query.get('until') or None,
+                                   waiting=query.get('waiting') in ('1', 'true', 'on'), limit=limit,
+                                   after=query.get('after') or None)
+        except (UserError, ValueError) as exc:
+            raise HTTPException(400, f'Bad filter: {exc}') from None
+        counts = await anyio.to_thread.run_sync(self.reads.counts)
+        return _json({'runs': [_listed(run) for run in page.runs], 'after': page.cursor, 'counts': counts})
 
     async def run(self, request: Request) -> Response:
         self.guard.reader(request)
@@ -356,11 +360,7 @@ class _State:
         return await self._act(lambda: self.actions.retry(run_id, step_id))
 
 
-def _time(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        moment = datetime.fromisoformat(text)
-        return moment.timestamp()
+def _listed(run: ListedRun) -> dict[str, Any]:
+    return {'run_id': run.run_id, 'name': run.name, 'status': run.status, 'steps': run.steps, 'waiting': run.waiting,
+            'created_at': run.created_at, 'updated_at': run.updated_at, 'owner': run.owner,
+            'cancel_requested_at': run.cancel_requested_at, 'cancel_reason': run.cancel_reason}

@@ -1,13 +1,13 @@
-"""What the UI reads from a plan store: pages of runs, the inbox, and what changed since the last look.
+"""What the UI reads from a plan store beyond the library's own reads: the inbox (every parked step, across
+runs), how many runs there are of each status, and what changed since the last look.
 
 Read-only SQL over the store's documented tables (`toolweave_runs`, `toolweave_transitions`), on a connection of
-its own: the pages a person browses must not wait behind the store's writers, and a run's journal is never
-touched here. A run's full record (one run page) is read through the store's own `load`.
+its own, so the pages a person browses do not queue behind the store's writes. Pages of runs come from the
+library's `list_runs`, a run's record from the store's `load`.
 
-At setup (`Reads.open`) the UI adds what its queries need and the store does not have: an index on the runs'
-update times (a page of 50 of 10,000 runs is an index range, not a sort), and, in PostgreSQL, a statement trigger
-that notifies the channel `toolweave_changes` with the ids of the runs a write touched (one `NOTIFY` per
-statement and run, so a journal batch written with `COPY` notifies once). The journal's write path is unchanged.
+At setup (`Reads.open`), in PostgreSQL, the UI installs statement triggers that notify the channel
+`toolweave_changes` with the ids of the runs a write touched (one `NOTIFY` per statement and run, so a journal
+batch written with `COPY` notifies once). The journal's write path is unchanged.
 """
 
 from __future__ import annotations
@@ -23,17 +23,15 @@ from typing import Any
 from toolweave.exceptions import PlanStoreError
 from toolweave.plan.durable import PlanStore, PostgresStore, SqliteStore
 
-__all__ = ('CHANNEL', 'InboxEntry', 'Page', 'Reads', 'RunRow')
+__all__ = ('CHANNEL', 'InboxEntry', 'Reads')
 
 CHANNEL = 'toolweave_changes'
 """The PostgreSQL channel the UI's trigger notifies, with a run id as payload, after each write to a run."""
-PAGE_LIMIT = 200
 INBOX_LIMIT = 500
 """The most parked steps the inbox lists at once (the oldest first); the count says how many wait in all."""
 OPEN_STATUSES = ('running', 'suspended', 'stopped')
 """Run statuses under which a step may still wait for a decision."""
 
-_INDEX = 'CREATE INDEX IF NOT EXISTS toolweave_runs_by_update ON toolweave_runs (updated_at, run_id)'
 _PG_TRIGGER = (
     'CREATE OR REPLACE FUNCTION toolweave_notify_changes() RETURNS trigger LANGUAGE plpgsql AS $$ '
     'DECLARE changed TEXT; BEGIN '
@@ -53,35 +51,6 @@ _PG_SETUP_LOCK = 0x74776C75  # an advisory lock: two UIs starting together insta
 
 
 @dataclass(frozen=True, slots=True)
-class RunRow:
-    """One run in a list: its header without the journal."""
-
-    run_id: str
-    status: str
-    created_at: float
-    updated_at: float
-    owner: str | None
-    steps: int
-    goal: str | None
-    name: str | None
-
-    def data(self) -> dict[str, Any]:
-        return {'run_id': self.run_id, 'status': self.status, 'created_at': self.created_at,
-                'updated_at': self.updated_at, 'owner': self.owner, 'steps': self.steps, 'goal': self.goal,
-                'name': self.name}
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page of runs, most recently updated first, and where the next page starts (`None`: the last page)."""
-
-    runs: list[RunRow]
-    after: str | None
-    counts: dict[str, int]
-    """How many runs the store has in each status (all of them, whatever the filters)."""
-
-
-@dataclass(frozen=True, slots=True)
 class InboxEntry:
     """A parked step: a decision waits for it."""
 
@@ -97,17 +66,15 @@ class Reads:
     """The UI's read connection to a store's tables (see the module docstring). Thread-safe: one connection, one
     lock; every method blocks (call it from a worker thread)."""
 
-    def __init__(self, db: Any, *, postgres: bool, has_name: bool, conninfo: str | None = None) -> None:
+    def __init__(self, db: Any, *, postgres: bool, conninfo: str | None = None) -> None:
         self._db = db
         self._conninfo = conninfo
         self.postgres = postgres
-        self.has_name = has_name
-        """Whether the store's runs carry a `name` column (stores written by newer versions)."""
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, store: PlanStore) -> Reads:
-        """A read connection to `store`'s database, after adding the UI's index (and, in PostgreSQL, its trigger).
+        """A read connection to `store`'s database (in PostgreSQL, after installing the UI's trigger).
 
         Raises:
             PlanStoreError: the database cannot be opened, or is not a plan store.
@@ -122,12 +89,12 @@ class Reads:
     @classmethod
     def _open_sqlite(cls, store: SqliteStore) -> Reads:
         try:
-            db = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False, timeout=30.0)
-            db.execute(_INDEX)
-            columns = {row[1] for row in db.execute('PRAGMA table_info(toolweave_runs)')}
+            db = sqlite3.connect(f'file:{store.path}?mode=ro', uri=True, isolation_level=None,
+                                 check_same_thread=False, timeout=30.0)
+            db.execute('SELECT 1 FROM toolweave_runs LIMIT 1')
         except sqlite3.Error as exc:
             raise PlanStoreError(f'Cannot read plan store {store.url}: {exc}.') from exc
-        return cls(db, postgres=False, has_name='name' in columns)
+        return cls(db, postgres=False)
 
     @classmethod
     def _open_postgres(cls, store: PostgresStore) -> Reads:
@@ -137,14 +104,11 @@ class Reads:
             db = psycopg.connect(store.conninfo, autocommit=True, connect_timeout=10)
             with db.transaction():
                 db.execute('SELECT pg_advisory_xact_lock(%s)', (_PG_SETUP_LOCK,))
-                db.execute(_INDEX)
                 for statement in _PG_TRIGGER:
                     db.execute(statement)
-            row = db.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'toolweave_runs' "
-                             "AND column_name = 'name'").fetchone()
         except psycopg.Error as exc:
             raise PlanStoreError(f'Cannot read plan store {store.url}: {exc}.') from exc
-        return cls(db, postgres=True, has_name=row is not None, conninfo=store.conninfo)
+        return cls(db, postgres=True, conninfo=store.conninfo)
 
     def close(self) -> None:
         with self._lock:
@@ -178,45 +142,10 @@ class Reads:
             cursor.execute(self._sql(query), tuple(params))
             return list(cursor.fetchall())
 
-    # --- the runs list ----------------------------------------------------------------------------------------
-
-    def page(self, *, status: str | None = None, name: str | None = None, since: float | None = None,
-             until: float | None = None, after: str | None = None, limit: int = 50) -> Page:
-        """A page of runs, most recently updated first: of `status`, whose id (or name) contains `name`, created
-        in `[since, until)`, after the page that ended at cursor `after`."""
-        where: list[str] = []
-        params: list[Any] = []
-        if status:
-            where.append('status = ?')
-            params.append(status)
-        if name:
-            pattern = '%' + name.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_') + '%'
-            if self.has_name:
-                where.append("(run_id LIKE ? ESCAPE '\\' OR name LIKE ? ESCAPE '\\')")
-                params.extend((pattern, pattern))
-            else:
-                where.append("run_id LIKE ? ESCAPE '\\'")
-                params.append(pattern)
-        if since is not None:
-            where.append('created_at >= ?')
-            params.append(since)
-        if until is not None:
-            where.append('created_at < ?')
-            params.append(until)
-        if after:
-            updated, run_id = _cursor_from(after)
-            where.append('(updated_at < ? OR (updated_at = ? AND run_id < ?))')
-            params.extend((updated, updated, run_id))
-        limit = max(1, min(limit, PAGE_LIMIT))
-        name_column = ', name' if self.has_name else ', NULL'
-        rows = self._query(f'SELECT run_id, status, created_at, updated_at, owner, plan{name_column} '
-                           f'FROM toolweave_runs {"WHERE " + " AND ".join(where) if where else ""} '
-                           'ORDER BY updated_at DESC, run_id DESC LIMIT ?', [*params, limit + 1])
-        runs = [_run_row(row) for row in rows[:limit]]
-        following = _cursor_of(runs[-1]) if len(rows) > limit else None
-        counts = {status: count for status, count in self._query(
+    def counts(self) -> dict[str, int]:
+        """How many runs the store has in each stored status."""
+        return {status: int(count) for status, count in self._query(
             'SELECT status, COUNT(*) FROM toolweave_runs GROUP BY status')}
-        return Page(runs, following, counts)
 
     # --- the inbox --------------------------------------------------------------------------------------------
 
@@ -276,15 +205,6 @@ class Reads:
             conn.close()
 
 
-def _run_row(row: Sequence[Any]) -> RunRow:
-    try:
-        plan = json.loads(row[5])
-        steps, goal = len(plan.get('steps') or ()), plan.get('goal')
-    except (ValueError, AttributeError):
-        steps, goal = 0, None
-    return RunRow(row[0], row[1], row[2], row[3], row[4], steps, goal if isinstance(goal, str) else None, row[6])
-
-
 def _detail(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
@@ -293,15 +213,3 @@ def _detail(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _cursor_of(run: RunRow) -> str:
-    return json.dumps([run.updated_at, run.run_id], separators=(',', ':'))
-
-
-def _cursor_from(text: str) -> tuple[float, str]:
-    try:
-        updated, run_id = json.loads(text)
-        return float(updated), str(run_id)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f'not a page cursor: {text[:80]!r}') from exc

@@ -299,7 +299,7 @@ function planCard(item) {
 
 // --- the runs list -------------------------------------------------------------------------------------------
 
-const STATUSES = ['running', 'suspended', 'finished', 'stopped', 'cancelled'];
+const STATUSES = ['running', 'crashed', 'suspended', 'finished', 'stopped', 'cancelled'];
 
 async function showRuns(main, params) {
   const query = new URLSearchParams(params);
@@ -311,25 +311,34 @@ async function showRuns(main, params) {
     location.hash = `#/runs?${next}`;
   } },
   h('label', {}, 'Status', h('select', { name: 'status', class: 'f-status' }, h('option', { value: '' }, 'any'),
-    STATUSES.map((st) => h('option', { value: st, selected: params.get('status') === st }, `${st} (${data.counts[st] || 0})`)))),
-  h('label', {}, 'Run id or name contains', h('input', { type: 'search', name: 'name', class: 'f-name', value: params.get('name') || '' })),
-  h('label', {}, 'Started from', h('input', { type: 'datetime-local', name: 'since', value: params.get('since') || '' })),
+    STATUSES.map((st) => h('option', { value: st, selected: params.get('status') === st },
+      st in data.counts ? `${st} (${data.counts[st]})` : st)))),
+  h('label', {}, 'Name', h('input', { type: 'search', name: 'name', class: 'f-name', value: params.get('name') || '' })),
+  h('label', {}, 'Updated from', h('input', { type: 'datetime-local', name: 'since', value: params.get('since') || '' })),
   h('label', {}, 'until', h('input', { type: 'datetime-local', name: 'until', value: params.get('until') || '' })),
+  h('label', { class: 'check' }, 'Waiting for a decision', h('input', { type: 'checkbox', name: 'waiting', value: '1',
+    class: 'f-waiting', checked: params.get('waiting') === '1' })),
   h('button', { type: 'submit' }, 'Filter'));
+  const open = h('form', { class: 'filters', onsubmit: (e) => {
+    e.preventDefault();
+    const runId = new FormData(e.target).get('run');
+    if (runId) location.hash = runHref(String(runId).trim());
+  } }, h('label', {}, 'Run id', h('input', { type: 'search', name: 'run', class: 'f-run' })), h('button', { type: 'submit' }, 'Open'));
   const total = Object.values(data.counts).reduce((a, b) => a + b, 0);
   const rows = data.runs.map((run) => h('tr', { class: 'run-row', dataset: { run: run.run_id } },
     h('td', {}, h('a', { href: runHref(run.run_id), class: 'run-link' }, run.run_id)),
-    h('td', {}, run.name || run.goal || ''),
+    h('td', {}, run.name || ''),
     h('td', {}, pill(run.status)),
     h('td', {}, String(run.steps)),
+    h('td', {}, run.waiting ? h('a', { href: '#/inbox' }, String(run.waiting)) : ''),
     h('td', {}, when(run.created_at)),
     h('td', { title: when(run.updated_at) }, ago(run.updated_at))));
   const pager = h('div', { class: 'pager' },
     params.get('after') ? h('a', { href: `#/runs?${withParam(params, 'after', null)}` }, 'First page') : null,
     data.after ? h('a', { href: `#/runs?${withParam(params, 'after', data.after)}`, class: 'next-page' }, 'Next page') : null,
     h('span', { class: 'muted' }, `${data.runs.length} shown of ${total} runs in ${state.store}`));
-  fill(main, h('h1', {}, 'Runs'), form,
-    data.runs.length ? h('table', { class: 'runs' }, h('thead', {}, h('tr', {}, ['run', 'name / goal', 'status', 'steps', 'started', 'updated']
+  fill(main, h('h1', {}, 'Runs'), form, open,
+    data.runs.length ? h('table', { class: 'runs' }, h('thead', {}, h('tr', {}, ['run', 'name', 'status', 'steps', 'waiting', 'started', 'updated']
       .map((t) => h('th', {}, t)))), h('tbody', {}, rows)) : h('div', { class: 'empty' }, 'No run matches.'),
     pager);
 }
