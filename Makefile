@@ -48,6 +48,10 @@ typecheck: $(STAMP) ## mypy strict on src, tests, benchmarks, examples and scrip
 bench: $(STAMP) ## Run every benchmark (prints tables, writes benchmarks/results/*.json)
 	$(BIN)/python -m benchmarks
 
+.PHONY: ui-assets
+ui-assets: ## Rebuild the UI's browser bundle (src/toolweave/ui/static/app.js) from its npm packages (needs node and npm)
+	cd src/toolweave/ui/frontend && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
+
 .PHONY: all
 all: lint typecheck test ## Lint, type check and test
 

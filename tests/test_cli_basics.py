@@ -93,7 +93,7 @@ def test_help_wraps_to_80_columns_and_cuts_nothing(args: tuple[str, ...]) -> Non
         text = flat(out)
         assert 'path/to/file.py:attribute' in text and '<ask|plan|approve|reject|park>' in text
     if not args:
-        assert 'Stored plan runs: list them, show one, resume one, decide a parked step.' in flat(out)
+        assert 'Stored plan runs: list, show, decide, resume, cancel, prune, recover.' in flat(out)
 
 
 # --- 5. one store rule --------------------------------------------------------------------------------------------
@@ -105,13 +105,14 @@ def test_run_honours_toolweave_store_as_runs_does(folder: Path) -> None:
     assert ran.exit_code == 0, ran.output
     assert f'Run e1 stored (store {store}).' in flat(ran.output)
     listed = invoke('runs', 'list', '--json', env={'TOOLWEAVE_STORE': store})
-    assert [r['run_id'] for r in json.loads(listed.output)] == ['e1']
+    assert [r['run_id'] for r in json.loads(listed.output)['runs']] == ['e1']
     # --store wins over the environment.
     other = f'sqlite:///{folder}/other.db'
     invoke('run', 'plan.json', '--tools', 'basic_tools:TOOLS', '--review', 'approve', '--store', other,
            '--run-id', 'o1', env={'TOOLWEAVE_STORE': store})
-    assert [r['run_id'] for r in json.loads(invoke('runs', 'list', '--json', '--store', other).output)] == ['o1']
-    assert len(json.loads(invoke('runs', 'list', '--json', env={'TOOLWEAVE_STORE': store}).output)) == 1
+    assert [r['run_id'] for r in json.loads(invoke('runs', 'list', '--json', '--store', other).output)['runs']] == [
+        'o1']
+    assert len(json.loads(invoke('runs', 'list', '--json', env={'TOOLWEAVE_STORE': store}).output)['runs']) == 1
 
 
 def test_without_a_store_run_keeps_nothing_and_store_options_say_what_is_missing(folder: Path) -> None:

@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({'decorators', 'approval', 'progressive', 'models'}),
     frozenset({'pipeline', 'plan'}),
     frozenset({'agent'}),
-    frozenset({'agentic', 'builtins', 'mcp', 'testing'}),
+    frozenset({'agentic', 'builtins', 'mcp', 'testing', 'ui'}),
     frozenset({'cli', 'integrations'}),
     frozenset({'toolweave'}),
 )

@@ -59,4 +59,5 @@ import toolweave.cli._gateway_cmd  # noqa: E402
 import toolweave.cli._plan_cmds  # noqa: E402
 import toolweave.cli._runs_cmd  # noqa: E402
 import toolweave.cli._tools_cmd  # noqa: E402
+import toolweave.cli._ui_cmd  # noqa: E402
 import toolweave.cli._worker_cmd  # noqa: E402, F401
