@@ -161,7 +161,7 @@ async def test_failed_elements_are_recorded_each_and_fail_the_step() -> None:
     assert result.to_dict()['steps'][0]['items'][1] == {
         'index': 1, 'status': 'failed', 'arguments': {'product_id': 99}, 'output': None, 'value': None,
         'error': 'Tool execution failed: no product 99', 'started_at': each.items[1].started_at,  # type: ignore[index]
-        'ended_at': each.items[1].ended_at}  # type: ignore[index]
+        'ended_at': each.items[1].ended_at, 'attempts': 1}  # type: ignore[index]
 
 
 async def test_for_each_over_a_non_list_or_too_long_a_list_at_run_time_fails_the_step() -> None:
