@@ -267,3 +267,60 @@ def test_runs_recover_resumes_a_crashed_run(setup: tuple[Path, str], tmp_path: P
     assert cli_runs_tools.SENT == sent  # the gated step parked for a person: nobody to ask
     again = invoke('runs', 'recover', '--tools', 'cli_runs_tools:TOOLS', '--store', store)
     assert again.exit_code == 0 and 'No crashed runs.' in again.output
+
+
+def test_runs_resolve_and_retry(setup: tuple[Path, str]) -> None:
+    import anyio
+    import cli_runs_tools  # type: ignore[import-not-found]
+
+    from toolweave.plan import run_plan
+
+    plan, store = setup
+    anyio.run(lambda: run_plan(PLAN, cli_runs_tools.TOOLS, store=store, run_id='q1',
+                               review_handler=cli_runs_tools.Later()))
+    # A person sent the mail by hand: resolve the parked step as done with what it gave.
+    wrong = invoke('runs', 'resolve', 'q1', 'who', '--output', '"x"', '--store', store)
+    assert wrong.exit_code == 2 and "Step 'who' of plan run 'q1' is succeeded" in wrong.output
+    done = invoke('runs', 'resolve', 'q1', 'mail', '--output', 'sent by hand', '--reason', 'phoned', '--store', store)
+    assert done.exit_code == 0 and 'mail resolved as done' in done.output
+    resumed = invoke('runs', 'resume', 'q1', '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--json')
+    assert resumed.exit_code == 0, resumed.output
+    steps = {s['id']: s for s in json.loads(resumed.output)['steps']}
+    assert steps['mail']['status'] == 'succeeded' and steps['mail']['output'] == 'sent by hand'
+    assert steps['log']['status'] == 'succeeded' and cli_runs_tools.SENT == []
+    # A step that did not fail cannot be retried; an unknown run is bad input.
+    assert invoke('runs', 'retry', 'q1', 'who', '--store', store).exit_code == 2
+    assert invoke('runs', 'retry', 'nope', 'who', '--store', store).exit_code == 2
+
+
+def test_runs_retry_runs_a_failed_step_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / 'flaky_cli_tools.py').write_text(textwrap.dedent('''
+        from toolweave import tool
+
+        CALLS = []
+
+        @tool
+        def flaky(x: int) -> int:
+            """Fails the first time."""
+            CALLS.append(x)
+            if len(CALLS) == 1:
+                raise ConnectionError('the service is down')
+            return x * 2
+
+        TOOLS = [flaky]
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plan = tmp_path / 'plan.json'
+    plan.write_text(json.dumps({'steps': [{'id': 'a', 'tool': 'flaky', 'arguments': {'x': 2}},
+                                          {'id': 'b', 'tool': 'flaky', 'arguments': {'x': '$ref:a'}}]}))
+    store = f'sqlite:///{tmp_path}/runs.db'
+    ran = invoke('run', str(plan), '--tools', 'flaky_cli_tools:TOOLS', '--store', store, '--run-id', 'f1')
+    assert ran.exit_code == 1
+    retried = invoke('runs', 'retry', 'f1', 'a', '--reason', 'the service is back', '--store', store)
+    assert retried.exit_code == 0 and 'a will run again' in retried.output
+    twice = invoke('runs', 'retry', 'f1', 'a', '--store', store)
+    assert twice.exit_code == 2 and 'already' in twice.output
+    resumed = invoke('runs', 'resume', 'f1', '--tools', 'flaky_cli_tools:TOOLS', '--store', store, '--json')
+    assert resumed.exit_code == 0, resumed.output
+    assert [(s['id'], s['status'], s['output']) for s in json.loads(resumed.output)['steps']] == [
+        ('a', 'succeeded', '4'), ('b', 'succeeded', '8')]

@@ -1,4 +1,4 @@
-"""`toolweave runs list | show | approve | resume | cancel | prune | recover`: stored plan runs (see
+"""`toolweave runs list | show | approve | retry | resolve | resume | cancel | prune | recover`: stored plan runs (see
 `toolweave.plan.durable`).
 
 Every command takes `--store URL` (or the `TOOLWEAVE_STORE` environment variable; default
@@ -47,13 +47,16 @@ from toolweave.plan.durable import (
     open_store,
     prune_runs_sync,
     recover_runs_sync,
+    resolve_step_sync,
     resume_plan_sync,
+    retry_step_sync,
     watch_runs,
 )
 
 __all__ = ('runs_app',)
 
-runs_app = typer.Typer(name='runs', help='Stored plan runs: list, show, decide, resume, cancel, prune, recover.',
+runs_app = typer.Typer(name='runs', help='Stored plan runs: list, show, decide, retry, resume, cancel, prune, '
+                       'recover.',
                        cls=CommandGroup, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(runs_app)
 
@@ -238,6 +241,51 @@ def approve_command(
     else:
         verb = 'approved' if decision.kind == 'continue' else 'approved with new arguments'
         typer.echo(f'{step_id} {verb}: {resume} runs it.')
+
+
+@runs_app.command('retry')
+def retry_command(
+    run_id: RunArgument,
+    step_id: Annotated[str, typer.Argument(metavar='STEP_ID', help='The failed step.', show_default=False)],
+    reason: Annotated[str | None, typer.Option('--reason', metavar='TEXT', help='Why (recorded).',
+                                               show_default=False)] = None,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Ask a failed step to run again; the next `runs resume` runs it, then the steps its failure skipped."""
+    try:
+        retry_step_sync(run_id, step_id, store=store, reason=reason)
+    except (UnknownRunError, DecisionError, UserError) as exc:
+        raise _fail(exc, ExitCode.USAGE) from None
+    except PlanStoreError as exc:
+        raise _store_failed(exc) from None
+    typer.echo(f'{step_id} will run again: `toolweave runs resume {run_id} --tools MODULE:ATTRIBUTE` runs it and the '
+               'steps its failure skipped.')
+
+
+@runs_app.command('resolve')
+def resolve_command(
+    run_id: RunArgument,
+    step_id: Annotated[str, typer.Argument(metavar='STEP_ID', help='The parked step.', show_default=False)],
+    output: Annotated[str, typer.Option('--output', metavar='JSON|TEXT', help='What the step gave: JSON data, or '
+                                        'text (what the steps that refer to it read).', show_default=False)],
+    reason: Annotated[str | None, typer.Option('--reason', metavar='TEXT', help='Why (recorded).',
+                                               show_default=False)] = None,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Resolve a parked step as done (it ran, but its run could not record it; or a person did its work): it
+    counts as succeeded with --output, and the next `runs resume` runs the steps that depend on it."""
+    try:
+        given: Any = json.loads(output)
+    except json.JSONDecodeError:
+        given = output  # plain text
+    try:
+        resolve_step_sync(run_id, step_id, given, store=store, reason=reason)
+    except (UnknownRunError, DecisionError, UserError) as exc:
+        raise _fail(exc, ExitCode.USAGE) from None
+    except PlanStoreError as exc:
+        raise _store_failed(exc) from None
+    typer.echo(f'{step_id} resolved as done: `toolweave runs resume {run_id} --tools MODULE:ATTRIBUTE` runs the steps '
+               'that depend on it.')
 
 
 @runs_app.command('resume')
