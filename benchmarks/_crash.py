@@ -6,6 +6,12 @@ parked as unknown after the crash it looks at the side-effect ledger the tools w
 call) and approves running it again only if its effect is not there (else rejects it: it did happen). It resumes
 until the run is over, then counts, from the ledger, how many steps ran more than once.
 
+A paused-holder trial (`pause_for=SECONDS`) stops the child with SIGSTOP instead, at a random moment, under a
+short lease (`?lease=` on the store URL); once the lease has lapsed, this process takes the run over and runs it,
+then lets the child go on (SIGCONT): fenced, the child must stop without calling another tool. The person decides
+the steps parked as unknown once the child has exited (a call it had in flight when it was paused may still
+finish then), and the same counts are taken.
+
 The plan: `STEPS` steps in layers of four, each step reading one or two steps of the layer before; a third of
 them call a read-only tool (which may run again after a crash), the rest call a tool with a side effect.
 """
@@ -21,6 +27,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +35,10 @@ import anyio
 
 from toolweave import ReviewDecision, Tool, tool
 from toolweave.plan import run_plan
+from toolweave.exceptions import PlanStoreError
 from toolweave.plan.durable import PlanStore, decide, open_store, resume_plan
 
-__all__ = ('Trial', 'crash_plan', 'crash_tools', 'ledger_counts', 'plan_seconds', 'run_trial')
+__all__ = ('Trial', 'crash_plan', 'crash_tools', 'ledger_counts', 'plan_seconds', 'run_trial', 'with_option')
 
 READ_ONLY_EVERY = 3
 
@@ -118,28 +126,53 @@ async def _finish(store: PlanStore, run_id: str, tools: list[Tool], ledger: Path
     raise AssertionError(f'run {run_id} still has parked steps after five resumes')
 
 
+def with_option(url: str, option: str) -> str:
+    """`url` with one more query option (`lease=1`)."""
+    return f'{url}{"&" if "?" in url else "?"}{option}'
+
+
 def run_trial(store_url: str, folder: Path, run_id: str, steps: int, rng: random.Random, *,
-              kill_within: float) -> Trial:
-    """One trial (see the module docstring); `kill_within`: the kill lands at a random time in that window."""
+              kill_within: float, pause_for: float | None = None) -> Trial:
+    """One trial (see the module docstring); `kill_within`: the kill (or pause) lands at a random time in that
+    window. `pause_for`: a paused-holder trial, the child's lease in seconds."""
     ledger = folder / f'{run_id}.ledger'
-    child = subprocess.Popen([sys.executable, '-m', 'benchmarks._crash', store_url, run_id, str(ledger), str(steps)],
+    child_url = store_url if pause_for is None else with_option(store_url, f'lease={pause_for:g}')
+    child = subprocess.Popen([sys.executable, '-m', 'benchmarks._crash', child_url, run_id, str(ledger), str(steps)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).parent.parent)
     assert child.stdout is not None
     child.stdout.readline()  # `go`: imports done, the plan starts now
     delay = rng.random() * kill_within
     time.sleep(delay)
-    child.send_signal(signal.SIGKILL)
-    _, stderr = child.communicate(timeout=60)
     trial = Trial(delay)
-    if child.returncode != -signal.SIGKILL and child.returncode != 0:
-        raise RuntimeError(f'the child failed on its own ({child.returncode}): {stderr.decode()[-2000:]}')
+    if pause_for is None:
+        child.send_signal(signal.SIGKILL)
+        _, stderr = child.communicate(timeout=60)
+        if child.returncode != -signal.SIGKILL and child.returncode != 0:
+            raise RuntimeError(f'the child failed on its own ({child.returncode}): {stderr.decode()[-2000:]}')
+    else:
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(pause_for * 1.5)  # past the child's lease: its run may be taken over
+        try:
+            open_store(store_url).close()
+        except PlanStoreError as exc:
+            # Paused inside a SQLite write transaction: the file's lock is the child's until it goes on, so nobody
+            # can take the run over meanwhile (nor write anything else to that file); the child then goes on.
+            if 'locked' not in str(exc):
+                raise
+            trial.extra['paused_holding_the_lock'] = True
+            child.send_signal(signal.SIGCONT)
+            child.communicate(timeout=120)
     store = open_store(store_url)
     try:
         try:
             stored = store.load(run_id)
-        except Exception:  # killed before it created the run: nothing ran
+        except Exception:  # stopped before it created the run: nothing ran
             trial.extra['before_start'] = True
-            anyio.run(_start, store, run_id, ledger, steps)
+            if pause_for is not None:  # let it start the run, and finish it
+                child.send_signal(signal.SIGCONT)
+                child.communicate(timeout=120)
+            else:
+                anyio.run(_start, store, run_id, ledger, steps)
             stored = store.load(run_id)
         last: dict[str, str] = {}
         for transition in stored.transitions:
@@ -147,6 +180,17 @@ def run_trial(store_url: str, folder: Path, run_id: str, steps: int, rng: random
                 last[transition.step_id] = transition.status
         finished = {step for step, status in last.items() if status == 'succeeded'}
         trial.finished_before_kill = len(finished)
+        if pause_for is not None and child.poll() is None:
+            # Take the run over while the child sleeps, then wake it: it must stop at its next write.
+            taken = anyio.run(partial(resume_plan, run_id, crash_tools(ledger), store=store))
+            trial.extra['parked_after_takeover'] = taken.parked
+            child.send_signal(signal.SIGCONT)
+            _, stderr = child.communicate(timeout=120)
+            said = stderr.decode()
+            trial.extra['holder_exit'] = child.returncode
+            trial.extra['holder_lost_run'] = 'RunLostError' in said
+            if child.returncode not in (0, 1) or (child.returncode == 1 and 'RunLostError' not in said):
+                raise RuntimeError(f'the paused child failed otherwise ({child.returncode}): {said[-2000:]}')
         anyio.run(_finish, store, run_id, crash_tools(ledger), ledger, trial)
     finally:
         store.close()
@@ -168,13 +212,13 @@ def main(argv: list[str]) -> None:
     anyio.run(_start, store, run_id, Path(ledger), int(steps))
 
 
-def plan_seconds(store_url: str, folder: Path, steps: int) -> float:
+def plan_seconds(store_url: str, folder: Path, steps: int, run_id: str = 'calibration') -> float:
     """How long the trial plan takes when nothing kills it (the window kills are drawn from)."""
-    ledger = folder / 'calibration.ledger'
+    ledger = folder / f'{run_id}.ledger'
     store = open_store(store_url)
     try:
         started = time.perf_counter()
-        anyio.run(_start, store, 'calibration', ledger, steps)
+        anyio.run(_start, store, run_id, ledger, steps)
         return time.perf_counter() - started
     finally:
         store.close()

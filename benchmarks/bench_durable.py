@@ -133,13 +133,18 @@ def _cost(stores: dict[str, Callable[[], PlanStore]], steps: int, rounds: int, s
     return out
 
 
-def _trials(url: str, count: int, steps: int, seed: int) -> dict[str, Any]:
+def _trials(url: str, count: int, steps: int, seed: int, pause_for: float | None = None) -> dict[str, Any]:
     rng = random.Random(seed)
+    kind = 'trial' if pause_for is None else 'paused'
     with tempfile.TemporaryDirectory() as folder:
-        window = plan_seconds(url, Path(folder), steps)
-        results = [run_trial(url, Path(folder), f'trial{i}', steps, rng, kill_within=window) for i in range(count)]
+        window = plan_seconds(url, Path(folder), steps, f'{kind}-calibration')
+        results = [run_trial(url, Path(folder), f'{kind}{i}', steps, rng, kill_within=window, pause_for=pause_for)
+                   for i in range(count)]
     return {
         'trials': count, 'steps': steps, 'kill_window_s': round(window, 3),
+        'taken_over': sum('holder_exit' in t.extra for t in results),
+        'holder_stopped_by_fence': sum(bool(t.extra.get('holder_lost_run')) for t in results),
+        'paused_holding_the_lock': sum(bool(t.extra.get('paused_holding_the_lock')) for t in results),
         'rerun_finished': sum(t.rerun_finished for t in results),
         'rerun_effects': sum(t.rerun_effects for t in results),
         'rerun_reads': sum(t.rerun_reads for t in results),
@@ -252,10 +257,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--steps', type=int, default=None, help='steps of the cost plan (default 10,000)')
     parser.add_argument('--rounds', type=int, default=None, help='rounds of the cost runs (default 5)')
     parser.add_argument('--runs', type=int, default=None, help='runs in the operations store (default 100,000)')
+    parser.add_argument('--paused-trials', type=int, default=None,
+                        help='paused-holder trials per store (SIGSTOP past a 1 s lease; default 30)')
     parser.add_argument('--no-postgres', action='store_true', help='SQLite only')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
     trials = args.trials or (3 if args.quick else 100)
+    paused = args.paused_trials if args.paused_trials is not None else (3 if args.quick else 30)
     steps = args.steps or (2_000 if args.quick else 10_000)
     rounds = args.rounds or (2 if args.quick else 5)
     runs = args.runs or (5_000 if args.quick else 100_000)
@@ -272,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         report['cost'] = {shape: _cost(factories, steps, rounds, shape) for shape in ('wide', 'chain')}
         report['resume'] = {name: _trials(url, trials, 100, seed=index) for index, (name, url) in
                             enumerate(urls.items())}
+        report['paused'] = {name: _trials(url, paused, 100, seed=100 + index, pause_for=1.0) for index, (name, url)
+                            in enumerate(urls.items()) if paused}
         kinds = ('sqlite', 'postgres') if reason is None else ('sqlite',)
         report['peer'] = {kind: _peer(empty, kind, peer_steps, rounds) for kind in kinds}
         report['operations'] = {kind: operations(empty(kind), runs) for kind in kinds}
@@ -308,6 +318,13 @@ def _print(report: dict[str, Any]) -> None:
     for name, row in report['resume'].items():
         print(f'{name:<10} {row["trials"]:>6} {row["rerun_finished"]:>16} {row["rerun_effects"]:>14} '
               f'{row["rerun_reads"]:>12} {row["unknown_after_crash"]:>8} {row["unknown_that_had_finished"]:>14} '
+              f'{row["completed"]:>10}')
+    print('\nA paused holder (SIGSTOP at a random point, a 1 s lease; the run taken over, then the holder woken)')
+    print(f'{"store":<10} {"trials":>6} {"taken over":>11} {"holder fenced":>14} {"paused in a lock":>17} '
+          f'{"finished re-run":>16} {"effects twice":>14} {"completed":>10}')
+    for name, row in report.get('paused', {}).items():
+        print(f'{name:<10} {row["trials"]:>6} {row["taken_over"]:>11} {row["holder_stopped_by_fence"]:>14} '
+              f'{row["paused_holding_the_lock"]:>17} {row["rerun_finished"]:>16} {row["rerun_effects"]:>14} '
               f'{row["completed"]:>10}')
     print('\nA chain of durable steps, toolweave and DBOS Transact (a workflow of @DBOS.step calls), same store')
     print(f'{"store":<10} {"steps":>6} {"toolweave us/step":>18} {"DBOS us/step":>13} {"DBOS / toolweave":>17}')

@@ -93,7 +93,7 @@ def test_help_wraps_to_80_columns_and_cuts_nothing(args: tuple[str, ...]) -> Non
         text = flat(out)
         assert 'path/to/file.py:attribute' in text and '<ask|plan|approve|reject|park>' in text
     if not args:
-        assert 'Stored plan runs: list, show, decide, resume, cancel, prune, recover.' in flat(out)
+        assert 'Stored plan runs: list, show, decide, retry, resume, cancel, prune, recover.' in flat(out)
 
 
 # --- 5. one store rule --------------------------------------------------------------------------------------------

@@ -301,6 +301,7 @@ def _handler(server: StrictServer) -> type[http.server.BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header('content-type', 'text/event-stream; charset=utf-8')
             self.send_header('transfer-encoding', 'chunked')
+            self.send_header('connection', 'close')  # it closes after a stream: said, so no client reuses it
             self.end_headers()
             if _send_events(server, events, self._chunk):
                 self._chunk(b'')  # the end of a chunked body

@@ -163,6 +163,9 @@ function jsonEditor(tool, initial, onState) {
   }
   area.addEventListener('input', () => {
     editor.valid = false;
+    ++generation;  // an answer about the text before this change no longer counts
+    problems.className = 'problems checking';
+    problems.textContent = 'Checking…';  // never a stale "fits" beside text that was not checked
     onState(editor);
     clearTimeout(timer);
     timer = setTimeout(check, 200);
