@@ -34,8 +34,8 @@ from typing import Any
 import anyio
 
 from toolweave import ReviewDecision, Tool, tool
-from toolweave.plan import run_plan
 from toolweave.exceptions import PlanStoreError
+from toolweave.plan import run_plan
 from toolweave.plan.durable import PlanStore, decide, open_store, resume_plan
 
 __all__ = ('Trial', 'crash_plan', 'crash_tools', 'ledger_counts', 'plan_seconds', 'run_trial', 'with_option')

@@ -330,7 +330,7 @@ def print_validation(rows: Sequence[dict[str, Any]], repeats: int) -> None:
     first, last = rows[0], rows[-1]
     print(f"growth from {first['steps']} to {last['steps']} steps: validation ratio ×"
           f"{last['ratio'] / first['ratio']:.2f}, in all ×{last['total_ratio'] / first['total_ratio']:.2f} "
-          '(1.00: it grows as the whole plan\'s does, linearly)')
+          "(1.00: it grows as the whole plan's does, linearly)")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -271,7 +271,7 @@ def test_runs_recover_resumes_a_crashed_run(setup: tuple[Path, str], tmp_path: P
 
 def test_runs_resolve_and_retry(setup: tuple[Path, str]) -> None:
     import anyio
-    import cli_runs_tools  # type: ignore[import-not-found]
+    import cli_runs_tools
 
     from toolweave.plan import run_plan
 
