@@ -66,7 +66,8 @@ def test_the_inbox_lists_each_parked_step_with_what_a_person_needs_to_decide(sto
     assert step['tool'] == 'send' and step['arguments'] == {'to': 'ada@example.com', 'subject': 'hi'}
     assert step['arguments_as'] == 'sent'  # resolved: what the tool would be called with
     assert (step['position'], step['of'], step['depends_on'], step['dependents']) == (2, 4, ['ada'], ['done'])
-    assert step['parked_at'] > 0 and step['deadline'] is None
+    assert step['parked_at'] > 0
+    assert step['deadline'] == pytest.approx(step['parked_at'] + 7 * 86400, abs=5)  # the default decision deadline
     assert step['schema']['required'] == ['to']
     assert plan['kind'] == 'plan' and plan['run_id'] == 'review-1' and plan['gated'] == ['mail_ada']
     assert [s['id'] for s in plan['steps']] == ['ada', 'mail_ada', 'pause', 'done']

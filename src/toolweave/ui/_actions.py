@@ -5,13 +5,12 @@ A decision goes through the store's atomic `decide` (the step must still be park
 it) and records who made it and from where (`by`, `via` in the decision's stored detail, beside its time). An
 edit is checked against the tool's input schema first, when the UI knows the tools (`--tools`).
 
-An action the installed toolweave does not offer (cancel, retry, resolve as done come with newer stores) is
-reported as missing by `capabilities`, so the page hides its button; it is never imitated here.
+Resolve as done, retry and cancel are the library's own operations (`resolve_step`, `retry_step`, `cancel_run`);
+resume needs the tools (`--tools`), and `capabilities` tells the page whether it has them.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import time
@@ -23,10 +22,9 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-import toolweave.plan.durable as durable
 from toolweave.approval import PlanReviewDecision, PlanReviewRequest, ReviewDecision, ReviewRequest
 from toolweave.exceptions import ApprovalPending, UserError
-from toolweave.plan.durable import PlanStore, Transition, resume_plan
+from toolweave.plan.durable import PlanStore, Transition, cancel_run, resolve_step, resume_plan, retry_step
 from toolweave.plan.durable._codec import decision_data, dumps
 from toolweave.tools import Toolset
 
@@ -156,10 +154,9 @@ class Actions:
         return {definition.name: definition.parameters for definition in self.tools.definitions()}
 
     def capabilities(self) -> dict[str, bool]:
-        """Which actions this UI can take: resume needs the tools; cancel, retry and resolve need a toolweave that
-        offers them."""
-        return {'decide': True, 'resume': self.tools is not None, 'cancel': hasattr(durable, 'cancel_run'),
-                'retry': hasattr(durable, 'retry_step'), 'resolve': hasattr(durable, 'resolve_step'),
+        """Which actions this UI can take: resuming a run, and checking an edit against its tool's schema, need the
+        tools."""
+        return {'decide': True, 'resume': self.tools is not None, 'cancel': True, 'retry': True, 'resolve': True,
                 'schemas': self.tools is not None}
 
     async def decide(self, run_id: str, step_id: str, body: Mapping[str, Any], by: str, tool: str | None) -> str:
@@ -175,31 +172,19 @@ class Actions:
         return f'{step_id} {verb} by {by}.'
 
     async def _resolve(self, run_id: str, step_id: str, body: Mapping[str, Any]) -> str:
-        resolve = getattr(durable, 'resolve_step', None)
-        if resolve is None:
-            raise ActionError(501, 'Resolve as done needs a toolweave whose stores record it (resolve_step).')
         output = body.get('output')
         if not isinstance(output, str):
             raise ActionError(422, 'Resolve as done sends what the step did, as text (output).')
-        await _call(resolve, run_id, step_id, output, store=self.store)
+        await resolve_step(run_id, step_id, output, store=self.store)
         return f'{step_id} resolved as done.'
 
     async def retry(self, run_id: str, step_id: str) -> str:
-        retry = getattr(durable, 'retry_step', None)
-        if retry is None:
-            raise ActionError(501, 'Retry needs a toolweave that offers it (retry_step).')
-        await _call(retry, run_id, step_id, store=self.store)
+        await retry_step(run_id, step_id, store=self.store)
         return f'{step_id} will run again when the run is resumed.'
 
     async def cancel(self, run_id: str, reason: str | None) -> str:
-        cancel = getattr(durable, 'cancel_run', None)
-        if cancel is None:
-            raise ActionError(501, 'Cancel needs a toolweave that offers it (cancel_run).')
-        kwargs: dict[str, Any] = {'store': self.store}
-        if reason and 'reason' in inspect.signature(cancel).parameters:
-            kwargs['reason'] = reason
-        done = await _call(cancel, run_id, **kwargs)
-        outcome = getattr(done, 'outcome', 'cancelled')
+        done = await cancel_run(run_id, store=self.store, reason=reason or None)
+        outcome = done.outcome
         return {'cancelled': f'Run {run_id} cancelled.', 'requested': f'Run {run_id}: the process running it was '
                 'asked to stop; it stops at its next journal write.'}.get(outcome, f'Run {run_id}: {outcome}.')
 
@@ -223,10 +208,3 @@ class Actions:
             return
         self.resumes[run_id] = {'state': 'done', 'error': None, 'at': time.time(),
                                 'parked': run.parked, 'failed': run.failed}
-
-
-async def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a store operation of the library, async or not (a blocking one in a worker thread)."""
-    if inspect.iscoroutinefunction(function):
-        return await function(*args, **kwargs)
-    return await anyio.to_thread.run_sync(lambda: function(*args, **kwargs))

@@ -197,7 +197,7 @@ def _parked_step(entry: InboxEntry, steps: Sequence[Mapping[str, Any]], ids: Seq
         'tool': tool, 'arguments': detail['arguments'] if sent else step.get('arguments'),
         'arguments_as': 'sent' if sent else 'written',
         'description': step.get('description'), 'reason': entry.reason, 'parked_at': entry.parked_at,
-        'deadline': detail.get('deadline'), 'unknown_after_crash': bool(detail.get('unknown_after_crash')),
+        'deadline': detail.get('deadline_at'), 'unknown_after_crash': bool(detail.get('unknown_after_crash')),
         'position': position + 1, 'of': len(ids), 'depends_on': dependencies(step, ids) if step else [],
         'dependents': [s_id for s, s_id in zip(steps, ids, strict=True) if entry.step_id in dependencies(s, ids)],
         'schema': (schemas or {}).get(tool) if isinstance(tool, str) else None,
