@@ -282,3 +282,33 @@ async def test_a_parked_review_past_its_deadline_is_rejected_or_asked_again(stor
     fallback = RecordingReviewHandler(ReviewDecision.approve())
     escalated = await resume_plan('esc', [send], store=store_url, review_handler=fallback)
     assert escalated.ok and sent == ['ann'] and len(fallback.requests) == 1  # the fallback reviewer decided
+
+
+async def test_a_tools_own_review_timeout_is_its_parked_steps_deadline(store_url: str) -> None:
+    from toolweave import requires_approval
+
+    sent: list[str] = []
+
+    @requires_approval(timeout=0.05)
+    @tool
+    def urgent(to: str) -> str:
+        """Sends now or never (its review waits 0.05 s)."""
+        sent.append(to)
+        return 'sent'
+
+    @tool(requires_approval=True)
+    def slow(to: str) -> str:
+        """Sends whenever (the run's deadline)."""
+        sent.append(to)
+        return 'sent'
+
+    plan = {'steps': [{'id': 'u', 'tool': 'urgent', 'arguments': {'to': 'ann'}},
+                      {'id': 's', 'tool': 'slow', 'arguments': {'to': 'bob'}}]}
+    parked = await run_plan(plan, [urgent, slow], store=store_url, run_id='own',
+                            review_handler=CallbackReviewHandler(later))
+    assert parked.parked == 2
+    await anyio.sleep(0.1)
+    later_run = await resume_plan('own', [urgent, slow], store=store_url, review_handler=CallbackReviewHandler(later))
+    assert later_run.step('u').status == 'failed'
+    assert 'no decision before its deadline' in (later_run.step('u').error or '')
+    assert later_run.step('s').status == 'parked' and sent == []  # the run's 7 days have not passed

@@ -21,8 +21,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from toolweave.approval._gate import APPROVAL_OPTIONS_KEY
 from toolweave.exceptions import PlanStoreError, RunLostError
-from toolweave.plan._kernel import CancelRun, Extension
+from toolweave.plan._kernel import CancelRun, Extension, Run
 from toolweave.plan._model import StepStatus
 from toolweave.plan._record import ItemRecord, StepRecord
 from toolweave.plan.durable._codec import transition_of
@@ -42,7 +43,9 @@ class Journal(Extension):
         self.run_id = run_id
         self.owner = owner
         self.deadline = deadline
-        """Seconds a step parked for a review waits for its decision (`None`: for ever)."""
+        """Seconds a step parked for a review waits for its decision (`None`: for ever), unless its tool's review
+        sets its own `timeout` (`requires_approval(timeout=...)`)."""
+        self._run: Run | None = None
         self.on_deadline = on_deadline
         self.buffer: list[Transition] = []
         self.noted = 0
@@ -59,14 +62,28 @@ class Journal(Extension):
         self._in_flight = False
         """Whether a write is on its way in a worker thread (an inline write would then jump the queue)."""
 
+    def attach(self, run: Run) -> None:
+        self._run = run
+
+    def _deadline(self, record: StepRecord) -> float | None:
+        """How long `record`'s parked review waits: its tool's review timeout if it sets one, else the run's."""
+        tool = self._run.tools[record.index] if self._run is not None else None
+        if tool is not None:
+            timeout = (tool.definition.metadata.extra.get(APPROVAL_OPTIONS_KEY) or {}).get('timeout')
+            if isinstance(timeout, (int, float)):
+                return float(timeout)
+        return self.deadline
+
     def transition(self, record: StepRecord, status: StepStatus, detail: Mapping[str, Any] | None,
                    item: ItemRecord | None) -> None:
         now = time.time()
         if status == 'running' and item is None and record.given is not None:
             detail = {**(detail or {}), 'arguments': record.given}  # a reviewer's edit: what the tool runs with
-        elif (status == 'parked' and self.deadline is not None and not (detail or {}).get('again')
+        elif (status == 'parked' and not (detail or {}).get('again')
               and not (detail or {}).get('unknown_after_crash')):  # a review waits; a person must judge a crash
-            detail = {**(detail or {}), 'deadline_at': now + self.deadline, 'on_deadline': self.on_deadline}
+            deadline = self._deadline(record)
+            if deadline is not None:
+                detail = {**(detail or {}), 'deadline_at': now + deadline, 'on_deadline': self.on_deadline}
         self.buffer.append(transition_of(record, status, now, detail, item))
         self.noted += 1
 
