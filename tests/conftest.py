@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from benchmarks._postgres import PostgresServer, temporary_postgres, unavailable
@@ -55,3 +56,13 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     with psycopg.connect(postgres_server.url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE {name}')
     yield postgres_server.url.replace('/postgres?', f'/{name}?', 1)
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh plan store of each kind: a SQLite file, and a database on the session's PostgreSQL server (a test
+    file that wants another kind of store defines its own `store_url`)."""
+    if request.param == 'sqlite':
+        yield f'sqlite:///{tmp_path}/runs.db'
+    else:
+        yield request.getfixturevalue('postgres_url')

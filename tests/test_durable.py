@@ -8,7 +8,6 @@ import json
 import os
 import random
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,6 @@ from toolweave.plan import run_plan
 from toolweave.plan.durable import PlanStore, SqliteStore, decide, open_store, resume_plan
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield f'sqlite:///{tmp_path}/runs.db'
-    else:
-        yield request.getfixturevalue('postgres_url')
 
 
 class Ledger:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +42,6 @@ from toolweave.plan.durable import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield f'sqlite:///{tmp_path}/runs.db'
-    else:
-        yield request.getfixturevalue('postgres_url')
 
 
 class Ledger:

@@ -4,7 +4,6 @@ elements are journaled one by one (a finished element never runs again)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,6 @@ from toolweave.plan.durable import decide, open_store, resolve_step, resume_plan
 from toolweave.testing import RecordingReviewHandler
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield f'sqlite:///{tmp_path}/runs.db'
-    else:
-        yield request.getfixturevalue('postgres_url')
 
 
 async def later(request: ReviewRequest) -> ReviewDecision:
