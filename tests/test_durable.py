@@ -347,6 +347,18 @@ def test_killed_runs_resume_without_running_a_finished_step_again(store_url: str
         assert trial.rerun_effects == 0, trial
 
 
+def test_paused_holders_whose_runs_were_taken_over_stop_without_running_a_step_twice(
+        store_url: str, tmp_path: Path) -> None:
+    # SIGSTOP at random points (inside a write, between writes, while a tool runs) under a 1 s lease; this process
+    # takes the run over, then wakes the holder, which must stop at its next write (the benchmark runs 30 a store).
+    rng = random.Random(11)
+    for index in range(4):
+        trial = run_trial(store_url, tmp_path, f'paused{index}', 40, rng, kill_within=0.1, pause_for=1.0)
+        assert trial.rerun_finished == 0 and trial.rerun_effects == 0, trial
+        if 'holder_exit' in trial.extra:  # taken over (not: paused before it began, or holding SQLite's lock)
+            assert trial.extra['holder_lost_run'], trial
+
+
 def test_a_database_that_goes_away_mid_run_stops_the_run_and_the_journal_stays_consistent(
         postgres_server: PostgresServer, postgres_url: str) -> None:
     ledger: list[str] = []

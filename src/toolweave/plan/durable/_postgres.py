@@ -58,6 +58,8 @@ _SCHEMA = (
     UNIQUE_WRITES,
     'CREATE TABLE IF NOT EXISTS toolweave_blobs (digest TEXT PRIMARY KEY, data TEXT NOT NULL)',
 )
+_INSERT_ROWS = 1000
+"""Journal rows per INSERT statement (within PostgreSQL's 65,535 parameters a statement)."""
 _SETUP_LOCK = 0x746F6F6C  # an advisory lock: processes starting together create the tables once
 _OPTIONS = ('lease', 'pool', 'retry')
 
@@ -73,37 +75,47 @@ def redact(url: str) -> str:
 
 
 class _Pools:
-    """One connection pool per connection string in this process, shared by its stores (counted, closed with the
-    last)."""
+    """One connection pool per connection string (and lease) in this process, shared by its stores (counted, closed
+    with the last)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pools: dict[str, tuple[Any, int]] = {}
 
-    def take(self, conninfo: str, size: int) -> Any:
+    def take(self, conninfo: str, size: int, lease: float) -> Any:
+        key = f'{conninfo}#{lease}'
         with self._lock:
-            found = self._pools.get(conninfo)
+            found = self._pools.get(key)
             if found is not None:
                 pool, users = found
-                self._pools[conninfo] = (pool, users + 1)
+                self._pools[key] = (pool, users + 1)
                 return pool
+            from psycopg.conninfo import conninfo_to_dict
             from psycopg_pool import ConnectionPool
 
+            # A process that stopped (SIGSTOP, a suspended machine) in the middle of a write holds the run's locks:
+            # the server ends its statement or its open transaction after half the lease, so the process that takes
+            # the run over is not blocked by it, and the stopped one finds its write refused when it wakes. No
+            # statement of this store takes that long otherwise (writes and pages are bounded).
+            limit = max(int(lease * 500), 100)
+            given = str(conninfo_to_dict(conninfo).get('options') or '')  # the URL's own server options, kept
+            options = f'{given} -c idle_in_transaction_session_timeout={limit} -c statement_timeout={limit}'.strip()
             pool = ConnectionPool(conninfo, min_size=1, max_size=size, open=False, timeout=30,
-                                  kwargs={'autocommit': True, 'connect_timeout': 10},
+                                  kwargs={'autocommit': True, 'connect_timeout': 10, 'options': options},
                                   check=ConnectionPool.check_connection, reconnect_timeout=0)
-            self._pools[conninfo] = (pool, 1)
+            self._pools[key] = (pool, 1)
             return pool
 
-    def give_back(self, conninfo: str) -> None:
+    def give_back(self, conninfo: str, lease: float) -> None:
+        key = f'{conninfo}#{lease}'
         with self._lock:
-            pool, users = self._pools.get(conninfo, (None, 0))
+            pool, users = self._pools.get(key, (None, 0))
             if pool is None:
                 return
             if users > 1:
-                self._pools[conninfo] = (pool, users - 1)
+                self._pools[key] = (pool, users - 1)
                 return
-            del self._pools[conninfo]
+            del self._pools[key]
         pool.close()
 
 
@@ -145,7 +157,7 @@ class PostgresStore(SqlStore):
         self._pool: Any = None
         try:
             psycopg.connect(conninfo, connect_timeout=10).close()  # a server that is not there fails now, not in 30 s
-            self._pool = _POOLS.take(conninfo, self.pool_size)
+            self._pool = _POOLS.take(conninfo, self.pool_size, self.lease)
             self._pool.open(wait=True, timeout=30)
             with self._transaction() as cursor:
                 cursor.execute('SELECT pg_advisory_xact_lock(%s)', (_SETUP_LOCK,))
@@ -163,8 +175,11 @@ class PostgresStore(SqlStore):
                 elif row is not None and row[0] != str(SCHEMA_VERSION):
                     raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads '
                                          f'version {SCHEMA_VERSION}.')
-                for statement in _SCHEMA:
-                    cursor.execute(statement)
+                if row is None or row[0] == '1':
+                    # Only then: DDL locks its table even when it changes nothing, and a store is opened while
+                    # other processes write (or while a stopped one holds a write open).
+                    for statement in _SCHEMA:
+                        cursor.execute(statement)
                 upgrade(cursor, 'postgresql')
                 if row is None:
                     cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', %s)",
@@ -192,7 +207,11 @@ class PostgresStore(SqlStore):
     def _retrying(self, exc: Exception) -> bool:
         import psycopg_pool
 
-        return isinstance(exc, (self._psycopg.OperationalError, psycopg_pool.PoolTimeout))
+        errors = self._psycopg.errors
+        # The server ending a write this process left open (it was stopped past half its lease) is a broken
+        # connection too: tried again, the write finds out whether the run is still this process's.
+        return isinstance(exc, (self._psycopg.OperationalError, psycopg_pool.PoolTimeout,
+                                errors.IdleInTransactionSessionTimeout, errors.QueryCanceled))
 
     def _wait_to_retry(self, attempt: int, started: float) -> bool:
         pause = min(0.1 * 2 ** attempt, 2.0)
@@ -205,10 +224,15 @@ class PostgresStore(SqlStore):
         return query.replace('?', '%s')
 
     def _insert(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
-        # COPY: the rows of a batch (the steps that started together) go in one stream, not one statement each.
-        with cursor.copy(f'COPY toolweave_transitions (run_id, {WRITE_COLUMNS}) FROM STDIN') as copy:
-            for row in rows:
-                copy.write_row(row)
+        # One multi-row INSERT per chunk: the rows of a batch (the steps that started together) in one statement.
+        # Not COPY: a process stopped in the middle of a COPY holds its locks in a state the server cannot time
+        # out (it waits for the client's data), while one stopped between statements is ended after half the lease.
+        width = len(rows[0])
+        for start in range(0, len(rows), _INSERT_ROWS):
+            chunk = rows[start:start + _INSERT_ROWS]
+            marks = ', '.join(['(' + ', '.join(['%s'] * width) + ')'] * len(chunk))
+            cursor.execute(f'INSERT INTO toolweave_transitions (run_id, {WRITE_COLUMNS}) VALUES {marks}',
+                           [value for row in chunk for value in row])
 
     def _reason(self, exc: Exception) -> str | None:
         import psycopg_pool
@@ -220,7 +244,7 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         if self._pool is not None:
             self._pool = None
-            _POOLS.give_back(self._conninfo)
+            _POOLS.give_back(self._conninfo, self.lease)
 
     def __repr__(self) -> str:
         return f'PostgresStore({self.url!r})'
