@@ -92,7 +92,7 @@ class PostgresServer:
         # No TCP listener: the socket lives in the temporary folder. `-F` (no fsync) is for throwaway data only.
         durability = '-c fsync=on -c synchronous_commit=on -c full_page_writes=on' if self.durable else '-F'
         self._run('pg_ctl', '-D', str(self.data), '-l', str(self.folder / 'server.log'), '-w', '-t', '60',
-                  '-o', f"-k {self.folder} -c listen_addresses='' {durability} -c max_connections=50", 'start')
+                  '-o', f"-k {self.folder} -c listen_addresses='' {durability} -c max_connections=200", 'start')
 
     def stop(self, mode: str = 'fast') -> None:
         self._run('pg_ctl', '-D', str(self.data), '-m', mode, '-w', 'stop')

@@ -54,6 +54,8 @@ from toolweave.tools import Tool, ToolCallContext, ToolDefinition, ToolResult
 __all__ = ('NoopTool', 'SleepTool', 'YieldTool', 'main')
 
 RESULTS = Path(__file__).parent / 'results' / 'overhead.json'
+BACKEND_OPTIONS: dict[str, Any] = {}
+"""anyio's asyncio options for every measured run (`{'use_uvloop': True}` with `--loop uvloop`)."""
 GOAL_NOOP = 1.15
 GOAL_SUSPENDING = 1.2
 GOAL_MEMORY = 1.3
@@ -159,7 +161,7 @@ def _timed(run: Callable[[], Awaitable[Any]]) -> float:
         return time.perf_counter() - started
 
     gc.collect()
-    return anyio.run(timed)
+    return anyio.run(timed, backend_options=BACKEND_OPTIONS)
 
 
 def _measure(case: Case, repeats: int, peer: bool) -> Case:
@@ -184,7 +186,7 @@ def _memory(case: Case) -> None:
         gc.collect()
         tracemalloc.start()
         try:
-            anyio.run(run)
+            anyio.run(run, backend_options=BACKEND_OPTIONS)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -240,12 +242,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--repeats', type=int, default=None, help='runs per runner and case (default 7, quick 1)')
     parser.add_argument('--no-memory', action='store_true', help='skip the tracemalloc runs')
     parser.add_argument('--no-peers', action='store_true', help='skip LangGraph even when it is installed')
+    parser.add_argument('--loop', choices=('asyncio', 'uvloop'), default='asyncio',
+                        help="the event loop of every runner: asyncio's own (default) or uvloop (where it installs)")
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 7)
+    if args.loop == 'uvloop':
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            print('uvloop is not installed (pip install uvloop): nothing to measure.')
+            return {'skipped': 'uvloop not installed'}
+        BACKEND_OPTIONS['use_uvloop'] = True
     peers = langgraph_available() and not args.no_peers
     print(f'Overhead benchmark ({"quick" if args.quick else "full"}): median of {repeats} interleaved runs, '
-          f'Python {platform.python_version()}, asyncio; peers: {"LangGraph" if peers else "none"}', flush=True)
+          f'Python {platform.python_version()}, {args.loop}; peers: {"LangGraph" if peers else "none"}', flush=True)
     _measure(Case('noop', 'random DAG', 200), 1, peer=False)  # warm-up: imports and first calls are not measured
     cases = []
     for case in _cases(args.quick):
@@ -273,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               f'{"met" if worst <= goals[name] else "MISSED"}')
     report = {
         'benchmark': 'overhead', 'mode': 'quick' if args.quick else 'full', 'python': platform.python_version(),
-        'platform': platform.platform(), 'argv': sys.argv[1:], 'repeats': repeats, 'peers': peers,
+        'platform': platform.platform(), 'argv': sys.argv[1:], 'repeats': repeats, 'peers': peers, 'loop': args.loop,
         'goals': goals, 'worst_ratios': verdicts, 'cases': [asdict(case) | {'ratio': case.ratio()} for case in cases],
         'phases_us_per_step': phases,
     }
