@@ -209,6 +209,7 @@ class RetryCalls(Extension):
 
 def retrying(tools: Any, policy: Retries | None) -> list[Extension]:
     """The `RetryCalls` extension a run needs: when it has a policy, or one of its tools does (none otherwise)."""
-    if policy is not None or any(tool is not None and retries_of(tool) is not None for tool in tools):
+    if policy is not None:
         return [RetryCalls(policy)]
-    return []
+    distinct = {id(tool): tool for tool in tools if tool is not None}  # a plan calls few tools, many times
+    return [RetryCalls(policy)] if any(retries_of(tool) is not None for tool in distinct.values()) else []
