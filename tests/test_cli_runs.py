@@ -325,3 +325,26 @@ def test_runs_retry_runs_a_failed_step_again(tmp_path: Path, monkeypatch: pytest
     assert resumed.exit_code == 0, resumed.output
     assert [(s['id'], s['status'], s['output']) for s in json.loads(resumed.output)['steps']] == [
         ('a', 'succeeded', '4'), ('b', 'succeeded', '8')]
+
+
+def test_run_options_for_durable_runs(setup: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, store = setup
+    # Without a store, options that only a stored run has are bad input that says what to add.
+    for option, value in [('--name', 'x'), ('--decision-deadline', '5'), ('--wait-for-decisions', '1')]:
+        refused = invoke('run', str(plan), '--tools', 'cli_runs_tools:TOOLS', option, value, '--review', 'park')
+        assert refused.exit_code == 2 and '--store' in refused.output, refused.output
+    # A named run whose parked review has a short deadline: the resume after it rejects the step.
+    parked = invoke('run', str(plan), '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--run-id', 'd1',
+                    '--review', 'park', '--name', 'nightly', '--decision-deadline', '0.05', '--retries', '3')
+    assert parked.exit_code == 3, parked.output
+    listed = json.loads(invoke('runs', 'list', '--store', store, '--name', 'nightly', '--json').output)['runs']
+    assert [r['run_id'] for r in listed] == ['d1']
+    import time
+    time.sleep(0.1)
+    resumed = invoke('runs', 'resume', 'd1', '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--json',
+                     '--wait-for-decisions', '0')
+    steps = {s['id']: s for s in json.loads(resumed.output)['steps']}
+    assert steps['mail']['status'] == 'failed' and 'no decision before its deadline' in steps['mail']['error']
+    assert steps['log']['status'] == 'skipped' and resumed.exit_code == 1
+    bad = invoke('run', str(plan), '--tools', 'cli_runs_tools:TOOLS', '--store', store, '--retries', '0')
+    assert bad.exit_code == 2

@@ -43,7 +43,7 @@ from toolweave.exceptions import (
     RunInUseError,
     ToolweaveError,
 )
-from toolweave.plan import Plan, PlanRun, parse_plan, run_plan, validate_plan
+from toolweave.plan import Plan, PlanRun, Retries, parse_plan, run_plan, validate_plan
 from toolweave.plan.workers import DEFAULT_QUEUE
 from toolweave.tools import Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
@@ -162,6 +162,11 @@ class _StandIn(Tool):
         return ToolResult.success('{}', {})
 
 
+class OnDeadlineChoice(enum.StrEnum):
+    reject = 'reject'
+    escalate = 'escalate'
+
+
 class Review(enum.StrEnum):
     """How `toolweave run` answers approval requests."""
 
@@ -223,6 +228,24 @@ def run_command(
                                           '(`toolweave worker`) in the store database.')] = False,
     queue: Annotated[str, typer.Option('--queue', metavar='NAME', help='The worker queue (with --workers).')
                      ] = DEFAULT_QUEUE,
+    retries: Annotated[int | None, typer.Option('--retries', min=1, metavar='N',
+                                                help='Try a step whose tool raised an error up to N times in all, '
+                                                     'waiting 0.5 s, then 1 s, and so on, between tries (a tool '
+                                                     'with its own policy keeps it).', show_default=False)] = None,
+    name: Annotated[str | None, typer.Option('--name', metavar='NAME', help='A label to find the stored run by '
+                                             '(`toolweave runs list --name`). Needs a store.',
+                                             show_default=False)] = None,
+    decision_deadline: Annotated[float | None, typer.Option(
+        '--decision-deadline', min=0.001, metavar='SECONDS', show_default='7 days',
+        help='How long a step parked for a review waits for its decision. Needs a store.')] = None,
+    on_deadline: Annotated[OnDeadlineChoice, typer.Option(
+        '--on-deadline', case_sensitive=False, help='A parked review past its deadline: reject it, or escalate '
+                                                    '(the next resume asks the reviewers at hand again).')
+                           ] = OnDeadlineChoice.reject,
+    wait_for_decisions: Annotated[float | None, typer.Option(
+        '--wait-for-decisions', min=0, metavar='SECONDS', show_default=False,
+        help='Keep the run while steps are parked, going on as each decision arrives (from `toolweave runs '
+             'approve`, the UI, any process), for up to this long. Needs a store.')] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run a plan: live step status, then a timeline, the summary the model would see, and totals.
@@ -232,7 +255,12 @@ def run_command(
     """
     for needs, option, why in ((workers, '--workers', "the worker queue lives in the plan store's database"),
                                (review is Review.park, '--review park', 'parked steps wait in a plan store'),
-                               (run_id is not None, '--run-id', 'a run id names a run kept in a plan store')):
+                               (run_id is not None, '--run-id', 'a run id names a run kept in a plan store'),
+                               (name is not None, '--name', 'a name labels a run kept in a plan store'),
+                               (decision_deadline is not None, '--decision-deadline',
+                                'a deadline applies to steps parked in a plan store'),
+                               (wait_for_decisions is not None, '--wait-for-decisions',
+                                'decisions arrive through a plan store')):
         if needs and store is None:
             raise typer.BadParameter(f'{why}: add --store URL (e.g. --store sqlite:///runs.db) or set {STORE_ENV}, '
                                      f'or leave out {option}', param_hint=option)
@@ -254,10 +282,13 @@ def run_command(
         view.on_event(event)
         log.line(format_event(event))
 
+    deadline: dict[str, Any] = {} if decision_deadline is None else {'decision_deadline': decision_deadline}
     execute = partial(run_plan, plan, toolset, concurrency=concurrency, step_timeout=step_timeout, timeout=timeout,
                       on_event=on_event, review_handler=_review_handler(review, log) if gated else None,
                       review_mode='whole_plan' if review is Review.plan else 'per_step', store=store, run_id=run_id,
-                      workers=queue if workers else False)
+                      workers=queue if workers else False, name=name, on_deadline=on_deadline.value,
+                      retries=None if retries is None else Retries(attempts=retries),
+                      wait_for_decisions=wait_for_decisions, **deadline)
     try:
         if live:
             with Live(view, console=console, refresh_per_second=12, transient=True):

@@ -290,13 +290,17 @@ def resolve_command(
 
 @runs_app.command('resume')
 def resume_command(run_id: RunArgument, tools: ToolsOption, store: StoreOption = DEFAULT_STORE,
-                   json_output: JsonOption = False) -> None:
+                   json_output: JsonOption = False,
+                   wait_for_decisions: Annotated[float | None, typer.Option(
+                       '--wait-for-decisions', min=0, metavar='SECONDS', show_default=False,
+                       help='Keep the run while steps are parked, going on as each decision arrives, for up to '
+                            'this long.')] = None) -> None:
     """Go on with a stored run (after a crash, Ctrl-C, or once parked steps have decisions): no finished step runs
     again."""
     toolset = load_tools(tools)
     show_library_warnings()
     try:
-        run = resume_plan_sync(run_id, toolset, store=store)
+        run = resume_plan_sync(run_id, toolset, store=store, wait_for_decisions=wait_for_decisions)
     except (UnknownRunError, PlanValidationError, RunCancelledError) as exc:
         raise _fail(exc, ExitCode.USAGE) from None
     except PlanStoreError as exc:
