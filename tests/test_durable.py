@@ -355,8 +355,9 @@ def test_paused_holders_whose_runs_were_taken_over_stop_without_running_a_step_t
     for index in range(4):
         trial = run_trial(store_url, tmp_path, f'paused{index}', 40, rng, kill_within=0.1, pause_for=1.0)
         assert trial.rerun_finished == 0 and trial.rerun_effects == 0, trial
-        if 'holder_exit' in trial.extra:  # taken over (not: paused before it began, or holding SQLite's lock)
+        if trial.extra.get('holder_exit'):  # it did not end well: only because it lost its run (run_trial checks)
             assert trial.extra['holder_lost_run'], trial
+        # (A holder paused after its last write, or before it began, or inside SQLite's lock, ends well.)
 
 
 def test_a_database_that_goes_away_mid_run_stops_the_run_and_the_journal_stays_consistent(
