@@ -25,14 +25,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolweave.exceptions import PlanStoreError
-from toolweave.plan.durable._operations import check_tables, upgrade
+from toolweave.plan.durable._operations import check_tables
 from toolweave.plan.durable._sql import (
-    SCHEMA_VERSION,
     UNIQUE_WRITES,
     WRITE_COLUMNS,
     SqlStore,
     store_options,
-    upgrade_statements,
 )
 from toolweave.plan.durable._store import LEASE_SECONDS
 
@@ -164,26 +162,7 @@ class PostgresStore(SqlStore):
                 if read_only:
                     check_tables(cursor, self.url)
                 cursor.execute("SELECT to_regclass('toolweave_meta') IS NOT NULL")
-                row = None
-                if cursor.fetchone()[0]:
-                    cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'")
-                    row = cursor.fetchone()
-                if row is not None and row[0] == '1':  # an older store: add what fencing needs, keep every run
-                    for statement in upgrade_statements('DOUBLE PRECISION'):
-                        cursor.execute(statement)
-                    cursor.execute("UPDATE toolweave_meta SET value = %s WHERE key = 'schema'", (str(SCHEMA_VERSION),))
-                elif row is not None and row[0] != str(SCHEMA_VERSION):
-                    raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads '
-                                         f'version {SCHEMA_VERSION}.')
-                if row is None or row[0] == '1':
-                    # Only then: DDL locks its table even when it changes nothing, and a store is opened while
-                    # other processes write (or while a stopped one holds a write open).
-                    for statement in _SCHEMA:
-                        cursor.execute(statement)
-                upgrade(cursor, 'postgresql')
-                if row is None:
-                    cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', %s)",
-                                   (str(SCHEMA_VERSION),))
+                self._set_up(cursor, _SCHEMA, has_meta=bool(cursor.fetchone()[0]), real='DOUBLE PRECISION')
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             self.close()
             raise PlanStoreError(f'Cannot open plan store {self.url}: {_first_line(exc)}. Check that the server is '

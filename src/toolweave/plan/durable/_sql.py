@@ -34,7 +34,7 @@ from toolweave.exceptions import (
     RunLostError,
     UnknownRunError,
 )
-from toolweave.plan.durable._operations import RunOperations
+from toolweave.plan.durable._operations import RunOperations, upgrade
 from toolweave.plan.durable._store import (
     LEASE_SECONDS,
     RunInfo,
@@ -122,6 +122,30 @@ class SqlStore(RunOperations, ABC):
             self._last_heartbeat[info.run_id] = info.heartbeat_at or 0.0
             return None
         return self._do('create run', info.run_id, run)
+
+    def _set_up(self, cursor: Any, schema: Sequence[str], *, has_meta: bool, real: str) -> None:
+        """Create the tables of a new store (`schema`), or upgrade a store of version 1 to this one (every run
+        kept); refuse any other version. DDL runs only then: it locks its table even when it changes nothing, and
+        a store is opened while other processes write (or while a stopped one holds a write open). The columns and
+        indexes the operations added since are added, where missing, to every store (`upgrade`). `has_meta`:
+        whether the store has its `toolweave_meta` table; `real`: the database's floating-point type."""
+        row = None
+        if has_meta:
+            cursor.execute(self._sql("SELECT value FROM toolweave_meta WHERE key = 'schema'"))
+            row = cursor.fetchone()
+        if row is not None and row[0] not in ('1', str(SCHEMA_VERSION)):
+            raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads version '
+                                 f'{SCHEMA_VERSION}. Use a new store, or the toolweave version that wrote it.')
+        if row is None or row[0] == '1':
+            for statement in (*(upgrade_statements(real) if row is not None else ()), *schema):
+                cursor.execute(statement)
+        upgrade(cursor, self.dialect)
+        if row is None:
+            cursor.execute(self._sql("INSERT INTO toolweave_meta (key, value) VALUES ('schema', ?)"),
+                           (str(SCHEMA_VERSION),))
+        elif row[0] == '1':
+            cursor.execute(self._sql("UPDATE toolweave_meta SET value = ? WHERE key = 'schema'"),
+                           (str(SCHEMA_VERSION),))
 
     def claim(self, run_id: str, owner: str) -> RunInfo:
         def run(cursor: Any, attempt: int) -> RunInfo:

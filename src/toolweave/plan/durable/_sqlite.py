@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Literal
 
 from toolweave.exceptions import PlanStoreError, UserError
-from toolweave.plan.durable._operations import UPGRADED_COLUMNS, upgrade
-from toolweave.plan.durable._sql import SCHEMA_VERSION, UNIQUE_WRITES, SqlStore, upgrade_statements
+from toolweave.plan.durable._operations import UPGRADED_COLUMNS
+from toolweave.plan.durable._sql import SCHEMA_VERSION, UNIQUE_WRITES, SqlStore
 from toolweave.plan.durable._store import LEASE_SECONDS, StoreBusy
 
 __all__ = ('SqliteStore',)
@@ -108,21 +108,8 @@ class SqliteStore(SqlStore):
 
     def _setup(self) -> None:
         with self.patiently(), self._transaction() as cursor:
-            row = None
-            if cursor.execute("SELECT name FROM sqlite_master WHERE name = 'toolweave_meta'").fetchone():
-                row = cursor.execute("SELECT value FROM toolweave_meta WHERE key = 'schema'").fetchone()
-            if row is not None and row[0] == '1':  # an older store: add what fencing needs, keep every run
-                for statement in upgrade_statements('REAL'):
-                    cursor.execute(statement)
-                cursor.execute("UPDATE toolweave_meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
-            elif row is not None and row[0] != str(SCHEMA_VERSION):
-                raise PlanStoreError(f'Plan store {self.url} has schema version {row[0]}; this toolweave reads version '
-                                     f'{SCHEMA_VERSION}. Use a new file, or the toolweave version that wrote it.')
-            for statement in _SCHEMA:
-                cursor.execute(statement)
-            upgrade(cursor, 'sqlite')
-            if row is None:
-                cursor.execute("INSERT INTO toolweave_meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            has_meta = cursor.execute("SELECT name FROM sqlite_master WHERE name = 'toolweave_meta'").fetchone()
+            self._set_up(cursor, _SCHEMA, has_meta=has_meta is not None, real='REAL')
 
     @contextmanager
     def patiently(self) -> Iterator[None]:
