@@ -83,9 +83,13 @@ def spawn(folder: Path, *args: str, **env: str) -> pexpect.spawn[str]:
                          dimensions=(40, 120))
 
 
-def finish(child: pexpect.spawn[str]) -> tuple[str, int]:
+def finish(child: pexpect.spawn[str], seconds: float = 120) -> tuple[str, int]:
     """Everything the child prints until it exits, without escape codes, and its exit status."""
-    child.expect(pexpect.EOF)
+    try:
+        child.expect(pexpect.EOF, timeout=seconds)
+    except pexpect.TIMEOUT:
+        child.terminate(force=True)
+        pytest.fail(f'still running after {seconds:g} s; it had printed:\n{ANSI.sub("", str(child.before))}')
     child.close()
     assert child.exitstatus is not None, f'killed by signal {child.signalstatus}'
     return ANSI.sub('', str(child.before)), child.exitstatus
@@ -103,6 +107,7 @@ def wait_for(condition: object, seconds: float = 30) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.timeout(300)
 def test_ctrl_c_prints_what_finished_and_the_command_that_resumes_it(folder: Path) -> None:
     plan = {'steps': [{'id': 'a', 'tool': 'fast', 'arguments': {'text': 'ada'}},
                       {'id': 'b', 'tool': 'slow', 'arguments': {'text': '$ref:a'}},
@@ -155,15 +160,15 @@ def test_an_approval_prompt_is_not_broken_up_by_progress_lines(folder: Path) -> 
     assert calls(folder) == ['send ada@example.com']
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_workers_without_a_live_worker_warn_instead_of_hanging_silently(folder: Path) -> None:
     pytest.importorskip('dbos')
     (folder / 'plan.json').write_text(json.dumps({'steps': [{'id': 'a', 'tool': 'fast', 'arguments': {'text': 'x'}}]}))
     store = f'sqlite:///{folder}/w.db'
     child = spawn(folder, 'run', 'plan.json', '--tools', 'term_tools:TOOLS', '--workers', '--run-id', 'w1',
                   TOOLWEAVE_STORE=store)
-    child.expect('warning: No live worker serves queue', timeout=90)
-    child.expect('1 running')  # the live table, drawn again below the warning
+    child.expect('warning: No live worker serves queue', timeout=120)
+    child.expect('1 running', timeout=60)  # the live table, drawn again below the warning
     seen = ANSI.sub('', str(child.before))
     child.sendintr()
     out, status = finish(child)
