@@ -641,3 +641,29 @@ async def test_context_variables_reach_sync_tools_in_threads(anyio_backend: str)
         assert (await read_request_id.call()).output == 'req-7'  # the run's ambient state (metrics, reviewer)
     finally:
         REQUEST_ID.reset(token)
+
+
+async def test_checked_arguments_carry_the_validation_to_one_call_and_any_change_drops_it() -> None:
+    import copy
+    import pickle
+
+    from toolweave.tools import ArgumentsError, CheckedArguments
+
+    @tool
+    def double(n: int) -> int:
+        """Double it."""
+        return n * 2
+
+    checked = double.check_arguments({'n': '4'})  # lax validation: the call gets the int
+    assert isinstance(checked, CheckedArguments) and checked == {'n': '4'}
+    assert (await double.call(checked)).value == 8
+    assert (await double.call(checked)).value == 8  # a second call validates anew
+    changed = double.check_arguments({'n': 4})
+    changed['n'] = 'four'  # what was validated no longer holds: the call validates what it is given
+    assert 'valid integer' in str((await double.call(changed)).error)
+    for plain in (checked.copy(), copy.copy(checked), pickle.loads(pickle.dumps(checked))):
+        assert type(plain) is dict and plain == {'n': '4'}
+    with pytest.raises(ArgumentsError) as caught:
+        double.check_arguments({'m': 1})
+    assert caught.value.problems == ('n: Field required', 'm: Unexpected argument, got 1')
+    assert caught.value.accepted == 'n'

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 import toolweave
 from toolweave import PlanValidationError, ToolMetadata, tool, validate_plan
+from toolweave.plan import Retries
 from toolweave.testing import FakeTool
 
 pytestmark = pytest.mark.anyio
@@ -60,16 +61,17 @@ def check(*steps: dict[str, Any]) -> list[str]:
 
 def test_a_wrong_argument_name_is_reported_with_the_accepted_ones() -> None:
     assert check({'id': 'w', 'tool': 'get_weather', 'arguments': {'town': 'Paris'}}) == [
-        "steps[0] (id 'w'): arguments: 'city' is a required property: it is missing.",
-        "steps[0] (id 'w'): arguments: Additional properties are not allowed ('town' is not an argument of this "
-        "tool). Tool 'get_weather' takes: city, days, unit.",
+        "steps[0] (id 'w'): arguments.city: Field required.",
+        "steps[0] (id 'w'): arguments.town: Unexpected argument, got \"Paris\". Tool 'get_weather' takes: city, days, "
+        'unit.',
     ]
 
 
 def test_literal_types_and_enums_are_checked_but_text_a_tool_coerces_is_let_through() -> None:
     assert check({'id': 'a', 'tool': 'get_weather', 'arguments': {'city': 'Oslo', 'days': 'three', 'unit': 'k'}}) == [
-        "steps[0] (id 'a'): arguments.days: 'three' is not of type 'integer'.",
-        "steps[0] (id 'a'): arguments.unit: 'k' is not one of ['c', 'f'].",
+        "steps[0] (id 'a'): arguments.days: Input should be a valid integer, unable to parse string as an integer, "
+        'got "three".',
+        "steps[0] (id 'a'): arguments.unit: Input should be 'c' or 'f', got \"k\".",
     ]
     # what pydantic's lax validation accepts at run time passes here too
     assert check({'id': 'a', 'tool': 'send', 'arguments': {'to': 'x', 'count': '5', 'flag': 'true'}}) == []
@@ -186,3 +188,81 @@ async def test_a_tool_whose_schema_is_not_json_schema_is_left_to_check_its_own_a
     assert validate_plan({'steps': [{'id': 'a', 'tool': 'odd', 'arguments': {'x': 1}}]}, [odd]) == []
     result = await toolweave.run_plan({'steps': [{'id': 'a', 'tool': 'odd', 'arguments': {'x': 1}}]}, [odd])
     assert result.ok
+
+
+# --- literal arguments are validated once, by the tool itself --------------------------------------------------
+
+
+class _Order(BaseModel):
+    item: str
+    quantity: int
+
+    @field_validator('quantity')
+    @classmethod
+    def _counted(cls, value: int) -> int:
+        _EVENTS.append(f'validated {value}')
+        return value
+
+
+_EVENTS: list[str] = []
+
+
+@tool
+def place(order: _Order, note: str = '') -> str:
+    """Place an order."""
+    _EVENTS.append(f'placed {order.item}')
+    return f'{order.quantity} x {order.item}{note}'
+
+
+async def test_a_literal_step_is_validated_once_before_the_plan_runs_and_the_call_uses_that() -> None:
+    _EVENTS.clear()
+    def ran(arguments: Any) -> str:
+        _EVENTS.append('first ran')
+        return 'ok'
+
+    first = FakeTool('first', ran)
+    run = await toolweave.run_plan({'steps': [
+        {'id': 'f', 'tool': 'first', 'arguments': {}},  # the longest chain: it starts first
+        {'id': 'g', 'tool': 'first', 'arguments': {'after': '$ref:f'}},
+        {'id': 'h', 'tool': 'first', 'arguments': {'after': '$ref:g'}},
+        {'id': 'a', 'tool': 'place', 'arguments': {'order': {'item': 'tea', 'quantity': 2}}},
+        {'id': 'b', 'tool': 'place', 'arguments': {'order': {'item': 'cake', 'quantity': 1}, 'note': '$ref:a'}},
+    ]}, [place, first])
+    assert run.succeeded == 5
+    assert (run.step('a').output, run.step('b').output) == ('2 x tea', '1 x cake2 x tea')
+    # a: once, before any step ran (its call took that); b holds a reference: its tool validates it when called
+    assert _EVENTS[0] == 'validated 2'
+    assert [e for e in _EVENTS if e != 'first ran'] == ['validated 2', 'placed tea', 'validated 1', 'placed cake']
+
+
+async def test_a_literal_step_the_tool_would_reject_stops_the_plan_with_the_tools_own_words() -> None:
+    probe = FakeTool('probe')
+    with pytest.raises(PlanValidationError) as caught:
+        await toolweave.run_plan({'steps': [
+            {'id': 'p', 'tool': 'probe', 'arguments': {}},
+            {'id': 'o', 'tool': 'place', 'arguments': {'order': {'item': 'tea', 'quantity': 'many'}, 'extra': 1}},
+        ]}, [place, probe])
+    assert caught.value.problems == [
+        "steps[1] (id 'o'): arguments.order.quantity: Input should be a valid integer, unable to parse string as an "
+        'integer, got "many".',
+        "steps[1] (id 'o'): arguments.extra: Unexpected argument, got 1. Tool 'place' takes: order, note.",
+    ]
+    assert probe.calls == []
+
+
+async def test_a_retried_literal_step_is_validated_again_so_a_call_that_changed_its_input_cannot_leak() -> None:
+    seen: list[list[int]] = []
+
+    @tool
+    def consume(values: list[int]) -> str:
+        """Take the values (and leave the list empty), failing the first time."""
+        seen.append(list(values))
+        values.clear()
+        if len(seen) == 1:
+            raise ConnectionError('try again')
+        return 'ok'
+
+    run = await toolweave.run_plan({'steps': [{'id': 'c', 'tool': 'consume', 'arguments': {'values': [1, 2]}}]},
+                                   [consume], retries=Retries(attempts=2, initial_delay=0, jitter=0))
+    assert run.succeeded == 1
+    assert seen == [[1, 2], [1, 2]]

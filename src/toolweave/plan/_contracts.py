@@ -24,7 +24,7 @@ from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, TypeAdapter
 
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
-from toolweave.tools import FunctionTool, Tool, ToolResult
+from toolweave.tools import ArgumentsError, FunctionTool, Tool, ToolResult
 from toolweave.tools._schema_check import schema_problem
 
 __all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'output_schema', 'schema_at')
@@ -216,11 +216,13 @@ def usable(schema: Any, tool: str, kind: str) -> bool:
 class Contract:
     """One tool's input schema, prepared to check literal arguments quickly, and its output schema."""
 
-    __slots__ = ('_validator', 'closed', 'name', 'output', 'permissive', 'properties', 'required',
+    __slots__ = ('_validator', 'closed', 'name', 'output', 'own', 'permissive', 'properties', 'required',
                  'schema', 'simple')
 
     def __init__(self, tool: Tool) -> None:
         definition = tool.definition
+        self.own = tool.check_arguments if type(tool).check_arguments is not Tool.check_arguments else None
+        """The tool's own validation (`Tool.check_arguments`), which checks arguments without references."""
         self.name = definition.name
         self.schema: Mapping[str, Any] = definition.parameters
         self.output = output_schema(tool)
@@ -318,6 +320,17 @@ class Contract:
         expected = '/'.join(sorted(wanted or ()))
         return (f'arguments.{key}: reference {ref.text!r} gives {given}, but {self.name!r} expects {expected} here. '
                 'Refer to a field of the right type, or convert it with a select step first.')
+
+
+def _own_problems(exc: ArgumentsError, tool: str) -> list[str]:
+    """The problems a tool's own validation found, one message per field, as the plan's other checks say them."""
+    if not exc.problems:
+        return [f'arguments: {exc}']
+    problems = [f'arguments{"" if p.startswith(("(arguments)", "[")) else "."}'
+                f'{p.removeprefix("(arguments)").rstrip(".")}.' for p in exc.problems]
+    if exc.accepted is not None:
+        problems[-1] += f' Tool {tool!r} takes: {exc.accepted}.'
+    return problems
 
 
 def _not_run(validator: Any, value: Any, instance: Any, schema: Any) -> None:
@@ -478,11 +491,29 @@ class Contracts:
     def reference(self, text: str) -> Reference:
         return Reference(text, self._types.get(text))
 
-    def check_step(self, tool: Tool, arguments: Any, rewrite: Any, table: Any) -> list[str]:
+    def check_step(self, tool: Tool, arguments: Any, rewrite: Any, table: Any,
+                   literal: bool) -> tuple[Sequence[str], Mapping[str, Any] | None]:
         """Problems of a step's literal arguments against its tool's input schema (references stand for values
-        of the types their steps declare)."""
+        of the types their steps declare), and the arguments the tool checked, to call it with (`None`: not
+        checked by the tool).
+
+        Arguments that hold no reference (`literal`) are checked by the tool itself when it can
+        (`Tool.check_arguments`): the same validation as its call, done once; the others against its JSON
+        schema."""
+        if type(arguments) is not dict:
+            return (), None
         contract = self.of(tool)
-        if contract.permissive or type(arguments) is not dict:
+        if literal and contract.own is not None:
+            try:
+                return (), contract.own(arguments)
+            except ArgumentsError as exc:
+                return _own_problems(exc, contract.name), None
+            except Exception:  # a validation that itself fails: the schema decides, and the call will tell
+                pass
+        return self._check_schema(contract, arguments, rewrite, table), None
+
+    def _check_schema(self, contract: Contract, arguments: dict[str, Any], rewrite: Any, table: Any) -> list[str]:
+        if contract.permissive:
             return []
         if contract.simple is not None and (not rewrite or type(rewrite) is tuple):
             found = contract.check_flat(arguments, rewrite or (), table.whole, self._types)

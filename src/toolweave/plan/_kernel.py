@@ -195,6 +195,8 @@ class Run:
         self.rewrite = prepared.rewrite
         self.tools: list[Tool | None] = prepared.tools
         self.kinds = prepared.kinds
+        self.checked = prepared.checked
+        """Arguments the steps' tools validated ahead (`Prepared.checked`), taken by the step's call."""
         self.records = [StepRecord(step, index, self) for index, step in enumerate(plan.steps)]
         self.resolver = Resolver(prepared.table, self.records, missing_field, plan.dialect, prepared.external)
         self.concurrency = concurrency
@@ -425,7 +427,7 @@ class Run:
             raise StepFailed(_deserialize_error(self.steps[index].tool, given))
         rewrite = self.rewrite[index]
         if not rewrite:
-            return given
+            return self.checked.pop(index, given) if self.checked else given
         try:
             return self.resolver.resolve(given, rewrite, self.steps[index].id)
         except ResolveError as exc:
@@ -892,6 +894,7 @@ class Run:
         self.prepared = prepared
         self.deps, self.dependents = prepared.deps, prepared.dependents
         self.rewrite, self.tools, self.kinds = prepared.rewrite, prepared.tools, prepared.kinds
+        self.checked = prepared.checked
         self.resolver.table, self.resolver.external = prepared.table, prepared.external
         self.priority = prepared.chains
 

@@ -97,6 +97,9 @@ class Prepared:
     chains: list[int] = field(default_factory=list[int])
     """Per step: the number of steps on the longest chain of dependents from it to the end of the plan (itself
     included); the scheduler starts the step with the longest chain first."""
+    checked: dict[int, Mapping[str, Any]] = field(default_factory=dict[int, Mapping[str, Any]])
+    """Per step without references whose tool validated its arguments (`Tool.check_arguments`): the arguments to
+    call it with, so that the call does not validate them again (the run takes each once)."""
 
 
 def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
@@ -202,8 +205,8 @@ class Validator:
     whole text holds unchanged): each step is checked about once, however the plan arrived.
     """
 
-    __slots__ = ('available', 'chains', 'check_literals', 'contracts', 'deps', 'dependents', 'dialect', 'earlier',
-                 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused', 'reported',
+    __slots__ = ('available', 'chains', 'check_literals', 'checked', 'contracts', 'deps', 'dependents', 'dialect',
+                 'earlier', 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused', 'reported',
                  'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps', 'taken', 'tools', 'waves')
 
     def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
@@ -227,6 +230,8 @@ class Validator:
         self.contracts = Contracts(self.resolved, self.steps)
         self.check_literals = False
         """Whether a tool of the plan restricts its arguments (literal arguments are then checked)."""
+        self.checked: dict[int, Mapping[str, Any]] = {}
+        """Per step without references whose tool checked its arguments: the arguments to call it with."""
         self.seen: set[int] = set()
         """The tools (by `id`) whose contracts were read."""
         self.found: dict[str, Tool] = {}
@@ -271,7 +276,7 @@ class Validator:
             return None, problems
         scanner = self.scanner
         return Prepared(plan, self.resolved, self.rewrite, scanner.table, self.deps, dependents, waves, self.kinds,
-                        scanner.external, self.max_items, chains), problems
+                        scanner.external, self.max_items, chains, self.checked), problems
 
     def _take(self, index: int) -> None:
         """Step `index` as `source` checked it when it arrived (see `resume`)."""
@@ -282,6 +287,9 @@ class Validator:
         kind = source.kinds.get(index)
         if kind is not None:
             self.kinds[index] = kind
+        checked = source.checked.get(index)
+        if checked is not None:
+            self.checked[index] = checked
 
     def _label(self, index: int) -> str:
         """`steps[2] (id 'fetch')`; just `steps[2]` in index-based plans, whose ids the model never wrote."""
@@ -404,9 +412,12 @@ class Validator:
             self.kinds[index] = _prepare_kind(step, index, scanner, found, messages, self.max_items, self.contracts)
         tool = self.resolved[index]
         if self.check_literals and tool is not None:
-            more = self.contracts.check_step(tool, arguments, changes, scanner.table)
+            more, checked = self.contracts.check_step(tool, arguments, changes, scanner.table,
+                                                      not changes and not messages)
             if more:
                 messages = [*messages, *more]
+            elif checked is not None and plain:
+                self.checked[index] = checked
         if messages:
             label = self._label(index)
             for message in messages:
@@ -448,6 +459,7 @@ class Validator:
         self.problems = Problems()
         del self.steps[index:], self.resolved[index:], self.rewrite[index:], self.deps[index:]
         self.kinds.pop(index, None)
+        self.checked.pop(index, None)
         del self.ids[step.id]
         # The references it bound first leave the table (a later step binds and checks them again), and so do the
         # earlier plans' steps it was the first to name.
@@ -498,7 +510,7 @@ class Validator:
             scanner = self.scanner
             self.growing = Prepared(Plan((), dialect=self.dialect), self.resolved, self.rewrite, scanner.table,
                                     self.deps, self.dependents, self.waves, self.kinds, scanner.external,
-                                    self.max_items, self.chains)
+                                    self.max_items, self.chains, self.checked)
         return self.growing
 
     def whole_so_far(self) -> Prepared:
@@ -549,6 +561,7 @@ class Validator:
         resumed.rewrite.extend(self.rewrite[:prefix])
         resumed.deps.extend(self.deps[:prefix])
         resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < prefix)
+        resumed.checked.update((index, given) for index, given in self.checked.items() if index < prefix)
         resumed.taken = frozenset(taken[prefix:])
         resumed.source = self
         resumed.found.update(self.found)  # a name looked up again finds the same tool

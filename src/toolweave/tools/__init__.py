@@ -4,7 +4,7 @@ wrap one (`DelegatingTool`), and `Toolset`, which resolves many into unique name
 from __future__ import annotations
 
 from toolweave._public import present as _present
-from toolweave.tools._arguments import ArgumentsError, ToolArguments, load_arguments, text_input
+from toolweave.tools._arguments import ArgumentsError, CheckedArguments, ToolArguments, load_arguments, text_input
 from toolweave.tools._context import LOOP_ID_KEY, ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
 from toolweave.tools._function import FunctionTool, function_tool, output_text, tool, tools_from, tools_from_safely
@@ -20,6 +20,7 @@ from toolweave.tools._wrappers import DelegatingTool, renamed, with_description,
 __all__ = (
     'ArgumentsError',
     'check_tool_name',
+    'CheckedArguments',
     'DelegatingTool',
     'function_tool',
     'FunctionTool',

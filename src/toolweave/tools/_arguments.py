@@ -8,12 +8,12 @@ on what `None`, blank text, malformed JSON and a non-object mean.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 from toolweave._json import compact
 
-__all__ = ('ArgumentsError', 'ToolArguments', 'arguments_json', 'load_arguments', 'text_input')
+__all__ = ('ArgumentsError', 'CheckedArguments', 'ToolArguments', 'arguments_json', 'load_arguments', 'text_input')
 
 ToolArguments: TypeAlias = str | Mapping[str, Any] | None
 """Arguments as a model sends them (a JSON text) or as Python code passes them (a mapping); `None` for none."""
@@ -22,6 +22,83 @@ ToolArguments: TypeAlias = str | Mapping[str, Any] | None
 class ArgumentsError(ValueError):
     """The arguments of a call cannot be used: not a JSON object, or they fail the tool's validation. The message
     is written for the model that sent them: it says what is wrong and how to send them instead."""
+
+    def __init__(self, message: str, *, problems: Sequence[str] = (), accepted: str | None = None) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+        """Each problem the validation found, with its field path (`days: Input should be a valid integer, got
+        "x"`): empty when the message is all there is."""
+        self.accepted = accepted
+        """The argument names the tool accepts, when an argument was unexpected."""
+
+
+class CheckedArguments(dict[str, Any]):
+    """Arguments a tool has validated ahead of its call (`Tool.check_arguments`): a dict like any other, which also
+    carries what the validation produced, for one call of that tool, so that the call does not validate them again.
+
+    The carried value is used once (a second call, a retry, validates anew, since the first call may have changed
+    it), and any change to the dict drops it, so a call never runs with a value that no longer matches its
+    arguments. Copies and pickles are plain dicts.
+    """
+
+    __slots__ = ('_owner', '_value')
+    _owner: object
+    _value: Any
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any], owner: object, value: Any) -> CheckedArguments:
+        """`arguments`, carrying `value`, which `owner` (the validator that made it) takes back with `take`."""
+        checked = cls(arguments)
+        checked._owner, checked._value = owner, value
+        return checked
+
+    def take(self, owner: object) -> Any:
+        """The validated value, if `owner` (the validator that made it) asks and nobody has taken it; else `None`."""
+        if getattr(self, '_owner', None) is not owner:
+            return None
+        value, self._owner, self._value = self._value, None, None
+        return value
+
+    def _drop(self) -> None:
+        self._owner = self._value = None
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._drop()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._drop()
+        super().__delitem__(key)
+
+    def __ior__(self, other: Any) -> CheckedArguments:  # type: ignore[override,misc]
+        self._drop()
+        return super().__ior__(other)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._drop()
+        super().update(*args, **kwargs)
+
+    def pop(self, *args: Any) -> Any:
+        self._drop()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[str, Any]:
+        self._drop()
+        return super().popitem()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._drop()
+        return super().setdefault(key, default)
+
+    def clear(self) -> None:
+        self._drop()
+        super().clear()
+
+    def copy(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
 
 
 def load_arguments(arguments: ToolArguments, tool_name: str) -> dict[str, Any]:

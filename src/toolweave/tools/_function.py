@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Generic, ParamSpec, Self, TypeVar, overload
 
@@ -12,7 +12,7 @@ import pydantic_core
 from pydantic import BaseModel
 
 from toolweave.exceptions import ToolConfigurationError, UserError
-from toolweave.tools._arguments import ArgumentsError, ToolArguments
+from toolweave.tools._arguments import ArgumentsError, CheckedArguments, ToolArguments
 from toolweave.tools._callables import callable_names, run_callable
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name
@@ -183,16 +183,27 @@ class FunctionTool(Tool, Generic[P, R]):
         copy._definition = definition
         return copy
 
+    def check_arguments(self, arguments: Mapping[str, Any]) -> CheckedArguments:
+        """Validate `arguments` with the tool's own validator, as a call would: the arguments, carrying the
+        validated values for the call. Raises `ArgumentsError` with every problem."""
+        schema = self._schema
+        return CheckedArguments.of(arguments, schema, schema.validator.validate_mapping(arguments, self.name))
+
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._schema.takes_self and self._instance is None:
             raise ToolConfigurationError(
                 f'Method tool {self.__qualname__} was called without an instance. Use the tool through an object, '
                 f'for example `tools_from(obj)` or `obj.{self.__name__}`.'
             )
-        try:
-            values = self._schema.validate(arguments, self.name)
-        except ArgumentsError as exc:
-            return ToolResult.failure(str(exc))
+        schema = self._schema
+        instance = arguments.take(schema) if type(arguments) is CheckedArguments else None
+        if instance is not None:
+            values = schema.values(instance)
+        else:
+            try:
+                values = schema.validate(arguments, self.name)
+            except ArgumentsError as exc:
+                return ToolResult.failure(str(exc))
         args, kwargs = self._schema.bind(values, context)
         fn: Callable[..., Any] = self._fn
         if self._instance is not None:

@@ -181,7 +181,9 @@ class ArgumentsValidator:
         try:
             return self._adapter.validate_python(data)
         except ValidationError as exc:
-            raise ArgumentsError(format_validation_error(exc, tool_name, self.schema)) from None
+            problems, accepted = validation_problems(exc, self.schema)
+            raise ArgumentsError(format_validation_error(exc, tool_name, self.schema), problems=problems,
+                                 accepted=accepted) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +205,11 @@ class CallableSchema:
 
     def validate(self, arguments: ToolArguments, tool_name: str) -> dict[str, Any]:
         """The validated values by field name. Raises `ArgumentsError` listing every problem."""
-        instance = self.validator.validate(arguments, tool_name)
+        return self.values(self.validator.validate(arguments, tool_name))
+
+    @staticmethod
+    def values(instance: BaseModel) -> dict[str, Any]:
+        """The values by field name of an instance of `model` (what `validate` returns)."""
         # getattr, not model_dump: nested models and dataclasses reach the function as themselves
         return {name: getattr(instance, name) for name in type(instance).model_fields}
 
@@ -373,6 +379,16 @@ def format_validation_error(exc: ValidationError, tool_name: str, schema: Mappin
     For example: `Invalid arguments for tool 'add': a: Input should be a valid integer, got "x"; b: Field
     required. Fix the arguments to match the tool's parameter schema and call it again.`
     """
+    problems, accepted = validation_problems(exc, schema)
+    hint = "Fix the arguments to match the tool's parameter schema and call it again."
+    if accepted is not None:
+        hint = f'Accepted arguments: {accepted}. {hint}'
+    return f'Invalid arguments for tool {tool_name!r}: {"; ".join(problems)}. {hint}'
+
+
+def validation_problems(exc: ValidationError, schema: Mapping[str, Any] | None = None) -> tuple[list[str], str | None]:
+    """Each problem with its field path (`days: Input should be a valid integer, got "x"`), and the accepted
+    argument names when an argument was unexpected (`None` otherwise)."""
     problems: list[str] = []
     unexpected = False
     for error in exc.errors(include_url=False):
@@ -384,10 +400,7 @@ def format_validation_error(exc: ValidationError, tool_name: str, schema: Mappin
             unexpected = True
             message = 'Unexpected argument'
         problems.append(f'{_path(error["loc"])}: {message}, got {_render_input(error["input"])}')
-    hint = "Fix the arguments to match the tool's parameter schema and call it again."
     properties = (schema or {}).get('properties')
     if unexpected and isinstance(properties, Mapping):
-        accepted = ', '.join(properties) or '(none)'
-        hint = f'Accepted arguments: {accepted}. {hint}'
-    return f'Invalid arguments for tool {tool_name!r}: {"; ".join(problems)}. {hint}'
-
+        return problems, ', '.join(properties) or '(none)'
+    return problems, None

@@ -64,6 +64,16 @@ class Tool(ABC):
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         """Run the tool body. May raise; `call` turns the exception into a failure result."""
 
+    def check_arguments(self, arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Validate `arguments` ahead of a call, the way the call will: the arguments to call with (the call then
+        does not validate them again), or `None` when the tool has no validation of its own to offer here (a plan
+        then checks them against `definition.parameters`). Raises `ArgumentsError` saying what is wrong.
+
+        A plan checks every step whose arguments hold no reference this way before any step runs, so a tool
+        validates each such call once, in one place. `FunctionTool` implements it; a tool whose `execute`
+        validates with something of its own may too (return a `CheckedArguments`)."""
+        return None
+
     @property
     def name(self) -> str:
         return self.definition.name
