@@ -230,9 +230,11 @@ async def test_a_literal_step_is_validated_once_before_the_plan_runs_and_the_cal
     ]}, [place, first])
     assert run.succeeded == 5
     assert (run.step('a').output, run.step('b').output) == ('2 x tea', '1 x cake2 x tea')
-    # a: once, before any step ran (its call took that); b holds a reference: its tool validates it when called
-    assert _EVENTS[0] == 'validated 2'
-    assert [e for e in _EVENTS if e != 'first ran'] == ['validated 2', 'placed tea', 'validated 1', 'placed cake']
+    # a: once, before any step ran (its call took that); b holds a reference: its literal part is checked before
+    # any step runs too, and its tool validates the whole when called, with the reference's value
+    assert _EVENTS[:2] == ['validated 2', 'validated 1']
+    assert [e for e in _EVENTS if e != 'first ran'] == ['validated 2', 'validated 1', 'placed tea', 'validated 1',
+                                                        'placed cake']
 
 
 async def test_a_literal_step_the_tool_would_reject_stops_the_plan_with_the_tools_own_words() -> None:
@@ -266,3 +268,26 @@ async def test_a_retried_literal_step_is_validated_again_so_a_call_that_changed_
                                    [consume], retries=Retries(attempts=2, initial_delay=0, jitter=0))
     assert run.succeeded == 1
     assert seen == [[1, 2], [1, 2]]
+
+
+def test_beside_references_the_tool_checks_the_literal_arguments_and_the_references_must_fill_real_ones() -> None:
+    @tool
+    def count_words(text: str) -> int:
+        """Count the words."""
+        return len(text.split())
+
+    problems = validate_plan({'steps': [
+        {'id': 'n', 'tool': 'count_words', 'arguments': {'text': 'one two'}},
+        {'id': 'o', 'tool': 'place', 'arguments': {'order': {'item': 'tea', 'quantity': -0.5}, 'note': '$ref:n',
+                                                   'urgent': '$ref:n'}},
+        {'id': 'p', 'tool': 'place', 'arguments': {'order': '$ref:n'}},
+    ]}, [place, count_words])
+    assert problems == [
+        "steps[1] (id 'o'): arguments.order.quantity: Input should be a valid integer, got a number with a "
+        'fractional part, got -0.5.',
+        "steps[1] (id 'o'): arguments.urgent: Unexpected argument, got \"$ref:n\". Tool 'place' takes: order, note.",
+        "steps[1] (id 'o'): arguments.note: reference '$ref:n' gives integer, but 'place' expects string here. Refer "
+        'to a field of the right type, or convert it with a select step first.',
+        "steps[2] (id 'p'): arguments.order: reference '$ref:n' gives integer, but 'place' expects object here. Refer "
+        'to a field of the right type, or convert it with a select step first.',
+    ]

@@ -34,6 +34,7 @@ logger = logging.getLogger('toolweave.plan')
 _SCALARS = {str: 'string', bool: 'boolean', int: 'integer', float: 'number', type(None): 'null', dict: 'object',
             list: 'array'}
 _SIMPLE_KEYWORDS = frozenset({'type', 'description', 'title', 'default', 'examples'})
+_STRING = frozenset({'string'})
 _ALL_TYPES = frozenset({'string', 'integer', 'number', 'boolean', 'null', 'object', 'array'})
 
 
@@ -216,7 +217,7 @@ def usable(schema: Any, tool: str, kind: str) -> bool:
 class Contract:
     """One tool's input schema, prepared to check literal arguments quickly, and its output schema."""
 
-    __slots__ = ('_validator', 'closed', 'name', 'output', 'own', 'permissive', 'properties', 'required',
+    __slots__ = ('_types', '_validator', 'closed', 'name', 'output', 'own', 'permissive', 'properties', 'required',
                  'schema', 'simple')
 
     def __init__(self, tool: Tool) -> None:
@@ -242,6 +243,15 @@ class Contract:
                                for p in self.properties.values()):
             self.simple = {name: json_types(p, schema) or _ALL_TYPES for name, p in self.properties.items()}
         self._validator: Draft202012Validator | None = None
+        self._types: dict[str, frozenset[str] | None] | None = None
+
+    def types(self, name: str) -> frozenset[str] | None:
+        """The JSON types argument `name` takes (`None`: any, or unknown)."""
+        if self._types is None:
+            self._types = {}
+        if name not in self._types:
+            self._types[name] = json_types(self.properties.get(name), self.schema)
+        return self._types[name]
 
     def validator(self) -> Draft202012Validator:
         if self._validator is None:
@@ -275,7 +285,7 @@ class Contract:
             if with_refs and key in with_refs:
                 if kind == 'string':
                     if value in whole and not fits(types.get(value), wanted):
-                        problems.append(self._mismatch(key, Reference(value, types.get(value)), wanted))
+                        problems.append(self.mismatch(key, Reference(value, types.get(value)), wanted))
                     continue  # a reference, or text with references spliced in
                 if kind not in wanted:
                     return None
@@ -300,7 +310,7 @@ class Contract:
                 seen.add(where)
                 wanted = json_types(error.schema, self.schema) if isinstance(error.schema, Mapping) else None
                 if not fits(instance.types, wanted):
-                    problems.append(self._mismatch(where.removeprefix('arguments.'), instance, wanted))
+                    problems.append(self.mismatch(where.removeprefix('arguments.'), instance, wanted))
                 continue
             if error.validator == 'type' and _coercible(instance, error.validator_value):
                 continue  # the tool's own validation (pydantic's lax mode, for example) may accept it
@@ -315,7 +325,7 @@ class Contract:
             problems[-1] += f' Tool {self.name!r} takes: {accepted}.'
         return problems
 
-    def _mismatch(self, key: str, ref: Reference, wanted: frozenset[str] | None) -> str:
+    def mismatch(self, key: str, ref: Reference, wanted: frozenset[str] | None) -> str:
         given = '/'.join(sorted(ref.types or ()))
         expected = '/'.join(sorted(wanted or ()))
         return (f'arguments.{key}: reference {ref.text!r} gives {given}, but {self.name!r} expects {expected} here. '
@@ -505,12 +515,43 @@ class Contracts:
         contract = self.of(tool)
         if literal and contract.own is not None:
             try:
-                return (), contract.own(arguments)
+                checked = contract.own(arguments)
+                return (), checked if isinstance(checked, Mapping) else None
             except ArgumentsError as exc:
                 return _own_problems(exc, contract.name), None
             except Exception:  # a validation that itself fails: the schema decides, and the call will tell
                 pass
+        elif contract.own is not None and contract.simple is None and type(rewrite) is tuple and all(
+                type(value := arguments[key]) is str and (value in table.whole or value in table.templates)
+                for key in rewrite):
+            # Every reference stands for a whole argument: the tool checks the rest, and the references' types are
+            # checked against the arguments they fill. (A schema of plain types is checked quicker on its own.)
+            try:
+                if contract.own(arguments, pending=rewrite) is not None:
+                    return self._reference_types(contract, arguments, rewrite, table), None
+            except ArgumentsError as exc:
+                return [*_own_problems(exc, contract.name),
+                        *self._reference_types(contract, arguments, rewrite, table)], None
+            except Exception:  # a validation that itself fails: the schema decides, and the call will tell
+                pass
         return self._check_schema(contract, arguments, rewrite, table), None
+
+    def _reference_types(self, contract: Contract, arguments: Mapping[str, Any], keys: tuple[Any, ...],
+                         table: Any) -> list[str]:
+        """Problems of the references filling whole arguments (`keys`) whose types cannot fit those arguments."""
+        problems = []
+        for key in keys:
+            wanted_schema = contract.properties.get(key)
+            if wanted_schema is None:
+                continue
+            text = arguments[key]
+            given = self._types.get(text) if text in table.whole else _STRING
+            if given is None:
+                continue
+            wanted = contract.types(key)
+            if not fits(given, wanted):
+                problems.append(contract.mismatch(key, Reference(text, given), wanted))
+        return problems
 
     def _check_schema(self, contract: Contract, arguments: dict[str, Any], rewrite: Any, table: Any) -> list[str]:
         if contract.permissive:

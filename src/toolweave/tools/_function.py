@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from typing import Any, Generic, ParamSpec, Self, TypeVar, overload
 
@@ -183,11 +183,23 @@ class FunctionTool(Tool, Generic[P, R]):
         copy._definition = definition
         return copy
 
-    def check_arguments(self, arguments: Mapping[str, Any]) -> CheckedArguments:
+    @overload
+    def check_arguments(self, arguments: Mapping[str, Any]) -> CheckedArguments: ...
+    @overload
+    def check_arguments(self, arguments: Mapping[str, Any], *,
+                        pending: Collection[str] = ...) -> CheckedArguments | bool: ...
+    def check_arguments(self, arguments: Mapping[str, Any], *,
+                        pending: Collection[str] = ()) -> CheckedArguments | bool:
         """Validate `arguments` with the tool's own validator, as a call would: the arguments, carrying the
-        validated values for the call. Raises `ArgumentsError` with every problem."""
+        validated values for the call (with `pending`: `True`, see `Tool.check_arguments`). Raises
+        `ArgumentsError` with every problem."""
         schema = self._schema
-        return CheckedArguments.of(arguments, schema, schema.validator.validate_mapping(arguments, self.name))
+        if pending:
+            schema.validator.check_partial(arguments, pending, self.name)
+            return True
+        checked = CheckedArguments(arguments)
+        checked._owner, checked._value = schema, schema.validator.validate_mapping(arguments, self.name)
+        return checked
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._schema.takes_self and self._instance is None:

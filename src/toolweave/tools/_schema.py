@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +22,7 @@ import griffe
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError, PydanticUserError
 from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 from toolweave.exceptions import UserError
 from toolweave.tools._arguments import ArgumentsError, ToolArguments, load_arguments
@@ -181,9 +182,28 @@ class ArgumentsValidator:
         try:
             return self._adapter.validate_python(data)
         except ValidationError as exc:
-            problems, accepted = validation_problems(exc, self.schema)
+            problems, accepted = validation_problems(exc.errors(include_url=False), self.schema)
             raise ArgumentsError(format_validation_error(exc, tool_name, self.schema), problems=problems,
                                  accepted=accepted) from None
+
+    def check_partial(self, data: Mapping[str, Any], pending: Collection[str], tool_name: str) -> None:
+        """Validate `data` but the arguments named in `pending` (known later): those must be arguments the tool
+        takes, their values are not looked at. Raises `ArgumentsError` like `validate_mapping`. Only for a model
+        without validators of its own across fields (the model `callable_schema` builds from parameters)."""
+        errors: list[ErrorDetails] = []
+        try:
+            self._adapter.validate_python({k: v for k, v in data.items() if k not in pending})
+        except ValidationError as exc:
+            errors = [e for e in exc.errors(include_url=False)
+                      if not (e['type'] == 'missing' and len(e['loc']) == 1 and e['loc'][0] in pending)]
+        schema = self.schema or {}
+        properties = schema.get('properties')
+        if schema.get('additionalProperties') is False and isinstance(properties, Mapping):
+            errors += [ErrorDetails(type='extra_forbidden', loc=(name,), msg='Extra inputs are not permitted',
+                                    input=data[name]) for name in pending if name not in properties]
+        if errors:
+            problems, accepted = validation_problems(errors, self.schema)
+            raise ArgumentsError(_invalid(tool_name, problems, accepted), problems=problems, accepted=accepted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,19 +399,23 @@ def format_validation_error(exc: ValidationError, tool_name: str, schema: Mappin
     For example: `Invalid arguments for tool 'add': a: Input should be a valid integer, got "x"; b: Field
     required. Fix the arguments to match the tool's parameter schema and call it again.`
     """
-    problems, accepted = validation_problems(exc, schema)
+    return _invalid(tool_name, *validation_problems(exc.errors(include_url=False), schema))
+
+
+def _invalid(tool_name: str, problems: list[str], accepted: str | None) -> str:
     hint = "Fix the arguments to match the tool's parameter schema and call it again."
     if accepted is not None:
         hint = f'Accepted arguments: {accepted}. {hint}'
     return f'Invalid arguments for tool {tool_name!r}: {"; ".join(problems)}. {hint}'
 
 
-def validation_problems(exc: ValidationError, schema: Mapping[str, Any] | None = None) -> tuple[list[str], str | None]:
-    """Each problem with its field path (`days: Input should be a valid integer, got "x"`), and the accepted
-    argument names when an argument was unexpected (`None` otherwise)."""
+def validation_problems(errors: Iterable[ErrorDetails],
+                        schema: Mapping[str, Any] | None = None) -> tuple[list[str], str | None]:
+    """Each problem of pydantic's `errors` with its field path (`days: Input should be a valid integer, got "x"`),
+    and the accepted argument names when an argument was unexpected (`None` otherwise)."""
     problems: list[str] = []
     unexpected = False
-    for error in exc.errors(include_url=False):
+    for error in errors:
         message = str(error['msg'])
         if error['type'] == 'missing':
             problems.append(f'{_path(error["loc"])}: {message}')

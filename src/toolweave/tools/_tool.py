@@ -15,7 +15,7 @@ and agentic tools use them to find what a wrapped tool is.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeVar, final
@@ -64,14 +64,17 @@ class Tool(ABC):
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         """Run the tool body. May raise; `call` turns the exception into a failure result."""
 
-    def check_arguments(self, arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """Validate `arguments` ahead of a call, the way the call will: the arguments to call with (the call then
-        does not validate them again), or `None` when the tool has no validation of its own to offer here (a plan
-        then checks them against `definition.parameters`). Raises `ArgumentsError` saying what is wrong.
+    def check_arguments(self, arguments: Mapping[str, Any], *,
+                        pending: Collection[str] = ()) -> Mapping[str, Any] | bool | None:
+        """Validate `arguments` ahead of a call, the way the call will. Raises `ArgumentsError` saying what is
+        wrong. Returns the arguments to call with (the call then does not validate them again); with `pending`
+        (the names of arguments whose values come later: a plan's references), `True` once the rest is checked
+        and the pending names are arguments the tool takes. `None`: the tool has no validation of its own to offer
+        here (a plan then checks the arguments against `definition.parameters`).
 
-        A plan checks every step whose arguments hold no reference this way before any step runs, so a tool
-        validates each such call once, in one place. `FunctionTool` implements it; a tool whose `execute`
-        validates with something of its own may too (return a `CheckedArguments`)."""
+        A plan checks its steps' arguments this way before any step runs, so a tool validates each call without
+        references once, in one place. `FunctionTool` implements it; a tool whose `execute` validates with
+        something of its own may too (return a `CheckedArguments`)."""
         return None
 
     @property
