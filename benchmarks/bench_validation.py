@@ -19,7 +19,8 @@ step), i.e. what the plan's argument check costs beyond the validation the calls
 
 Goal (issue 18): the net cost <= 1 µs per step for literal arguments.
 
-Run: `python -m benchmarks.bench_validation` (about a minute), `--quick` (seconds).
+Run: `python -m benchmarks.bench_validation` (about a minute), `--quick` (seconds), `--no-gc` (the cyclic garbage
+collector off while measuring).
 Writes `benchmarks/results/validation.json` (or `--output PATH`).
 """
 
@@ -134,12 +135,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                      description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='1k-step plans, fewer repeats (seconds)')
     parser.add_argument('--repeats', type=int, default=None, help='runs per runner and case (default 9, quick 3)')
+    parser.add_argument('--no-gc', action='store_true',
+                        help="turn Python's cyclic garbage collector off while measuring (what it costs to walk "
+                             'the values held between validation and the calls)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
+    if args.no_gc:
+        gc.disable()
     repeats = args.repeats or (3 if args.quick else 9)
     sizes = (1_000,) if args.quick else (1_000, 10_000)
     print(f'Validation benchmark ({"quick" if args.quick else "full"}): median of {repeats} interleaved runs, '
-          f'Python {platform.python_version()}, asyncio', flush=True)
+          f'Python {platform.python_version()}, asyncio{", cyclic GC off" if args.no_gc else ""}', flush=True)
     _run_us(_plan('nested', 100, 'literal'), 100, 1)  # warm-up: imports and first calls are not measured
     cases: list[dict[str, Any]] = []
     for shape, steps in [*(('literal', n) for n in sizes), ('chain', 1_000)]:
@@ -170,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report = {
         'benchmark': 'validation', 'mode': 'quick' if args.quick else 'full', 'python': platform.python_version(),
         'platform': platform.platform(), 'argv': sys.argv[1:], 'repeats': repeats, 'loop': 'asyncio',
+        'gc': not args.no_gc,
         'goal_net_check_us': GOAL_NET_US, 'worst_net_check_us': worst, 'cases': cases,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
