@@ -20,7 +20,8 @@ same run).
 Goals: with `noop` tools, toolweave <= 1.15x the floor; with suspending tools, <= 1.2x; memory per step at
 100k steps <= 1.3x the floor's.
 
-Run: `python -m benchmarks.bench_overhead` (about five minutes), `--quick` (seconds).
+Run: `python -m benchmarks.bench_overhead` (about five minutes), `--quick` (seconds), `--no-gc` (the cyclic garbage
+collector off while measuring).
 Writes `benchmarks/results/overhead.json` (or `--output PATH`).
 """
 
@@ -244,9 +245,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--no-peers', action='store_true', help='skip LangGraph even when it is installed')
     parser.add_argument('--loop', choices=('asyncio', 'uvloop'), default='asyncio',
                         help="the event loop of every runner: asyncio's own (default) or uvloop (where it installs)")
+    parser.add_argument('--no-gc', action='store_true',
+                        help="turn Python's cyclic garbage collector off while measuring (what walking the objects "
+                             'each runner keeps alive costs)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 7)
+    if args.no_gc:
+        gc.disable()
     if args.loop == 'uvloop':
         try:
             import uvloop  # noqa: F401
@@ -256,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         BACKEND_OPTIONS['use_uvloop'] = True
     peers = langgraph_available() and not args.no_peers
     print(f'Overhead benchmark ({"quick" if args.quick else "full"}): median of {repeats} interleaved runs, '
-          f'Python {platform.python_version()}, {args.loop}; peers: {"LangGraph" if peers else "none"}', flush=True)
+          f'Python {platform.python_version()}, {args.loop}{", cyclic GC off" if args.no_gc else ""}; '
+          f'peers: {"LangGraph" if peers else "none"}', flush=True)
     _measure(Case('noop', 'random DAG', 200), 1, peer=False)  # warm-up: imports and first calls are not measured
     cases = []
     for case in _cases(args.quick):
@@ -285,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report = {
         'benchmark': 'overhead', 'mode': 'quick' if args.quick else 'full', 'python': platform.python_version(),
         'platform': platform.platform(), 'argv': sys.argv[1:], 'repeats': repeats, 'peers': peers, 'loop': args.loop,
+        'gc': not args.no_gc,
         'goals': goals, 'worst_ratios': verdicts, 'cases': [asdict(case) | {'ratio': case.ratio()} for case in cases],
         'phases_us_per_step': phases,
     }
