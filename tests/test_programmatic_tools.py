@@ -282,3 +282,30 @@ async def test_redescribed_programmatic_tool_keeps_everything_else() -> None:
     assert (await renamed.call('{}')).output == '42'
     assert with_note(Tool.create('t', 'Ends with a dot.', lambda args: 1), 'More').description == \
         'Ends with a dot.. More'
+
+
+async def test_a_typed_tool_in_a_plan_validates_a_literal_step_once_before_the_plan_runs() -> None:
+    from pydantic import field_validator
+
+    from toolweave import PlanValidationError, run_plan
+
+    checks: list[int] = []
+
+    class Order(BaseModel):
+        quantity: int
+
+        @field_validator('quantity')
+        @classmethod
+        def _positive(cls, value: int) -> int:
+            checks.append(value)
+            if value <= 0:
+                raise ValueError('must be positive')
+            return value
+
+    order = TypedTool('order', 'Order.', lambda o: f'{o.quantity} ordered', input_type=Order)
+    run = await run_plan({'steps': [{'id': 'o', 'tool': 'order', 'arguments': {'quantity': 3}}]}, [order])
+    assert run.step('o').output == '3 ordered' and checks == [3]  # checked before the run; the call used that
+    with pytest.raises(PlanValidationError) as caught:
+        await run_plan({'steps': [{'id': 'o', 'tool': 'order', 'arguments': {'quantity': 0}}]}, [order])
+    assert caught.value.problems == [
+        "steps[0] (id 'o'): arguments.quantity: Value error, must be positive, got 0."]

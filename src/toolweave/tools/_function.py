@@ -197,9 +197,7 @@ class FunctionTool(Tool, Generic[P, R]):
         if pending:
             schema.validator.check_partial(arguments, pending, self.name)
             return True
-        checked = CheckedArguments(arguments)
-        checked._owner, checked._value = schema, schema.validator.validate_mapping(arguments, self.name)
-        return checked
+        return CheckedArguments.of(arguments, schema, schema.validator.validate_mapping(arguments, self.name))
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._schema.takes_self and self._instance is None:

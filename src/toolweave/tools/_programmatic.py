@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError, PydanticUserError
 
 from toolweave.exceptions import ControlFlowSignal, ToolConfigurationError, UserError
-from toolweave.tools._arguments import ArgumentsError, ToolArguments, load_arguments
+from toolweave.tools._arguments import ArgumentsError, CheckedArguments, ToolArguments, load_arguments
 from toolweave.tools._callables import handler_call, run_callable, type_hints
 from toolweave.tools._context import ToolCallContext
 from toolweave.tools._definition import ToolDefinition, ToolMetadata, check_tool_name, empty_object_schema
@@ -273,11 +273,22 @@ class TypedTool(Tool):
     def definition(self) -> ToolDefinition:
         return self._definition
 
+    def check_arguments(self, arguments: Mapping[str, Any], *,
+                        pending: Collection[str] = ()) -> CheckedArguments | None:
+        """Validate `arguments` with the tool's input type, as a call would: the arguments, carrying the validated
+        value for the call. With `pending` (arguments known later) `None`: the input type may validate across its
+        fields, so the JSON schema checks the rest (see `Tool.check_arguments`)."""
+        if pending:
+            return None
+        return CheckedArguments.of(arguments, self._validator, self._validator.validate_mapping(arguments, self.name))
+
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
-        try:
-            value = self._validator.validate(arguments, self.name)
-        except ArgumentsError as exc:
-            return ToolResult.failure(str(exc))
+        value = arguments.take(self._validator) if type(arguments) is CheckedArguments else None
+        if value is None:
+            try:
+                value = self._validator.validate(arguments, self.name)
+            except ArgumentsError as exc:
+                return ToolResult.failure(str(exc))
         args, kwargs = self._call.arguments([value], context)
         try:
             output = await run_callable(self._fn, self._call.is_async, args, kwargs)
