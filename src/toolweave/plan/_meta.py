@@ -32,7 +32,6 @@ from toolweave.plan._plan_schema import (
     compact_schema,
     constrained_schema,
     drop_unset_nulls,
-    step_id,
     string_schema,
     typed_schema,
 )
@@ -118,21 +117,18 @@ def planning_instructions(tool_name: str = 'execute_tool_plan',
 
 def plan_first_instructions(tools: Iterable[ToolDefinition]) -> str:
     """The instructions for a plan written as the reply itself (plan-first mode with a JSON schema instead of a
-    tool): the tools as signatures, and the plan's form with the constrained schema's step ids (`step_id`)."""
-    tools = list(tools)
+    tool): the tools as signatures, and the plan's form with positional step ids."""
     listed = '\n'.join(f'- {_signature(tool)}' for tool in tools)
-    first = step_id(0, tools[0].name if tools else 'tool')
     return (
         '# Tools\n'
         f'{listed}\n'
         '# Plan\n'
         'Reply with one JSON plan of the tool calls that answer the request: {"steps": [...], "output_steps": '
-        f'[...]}}. A step\'s id is its number and its tool, in order: "{first}", "{step_id(1, "<tool>")}", ... '
-        f'("sN_select" for a step with no tool); a step uses an earlier one\'s result with "$ref:{first}" or '
-        f'"$ref:{first}.field". A step is {{"id", "tool", "arguments"}}; add "for_each": "$ref:{first}" to call '
-        'the tool once per item of a list ("$item", "$item.field" in its arguments); {"id", "from": "$ref:...", '
-        '"where": {"field", "op", "value"}, "sort_by": field, "first": N, "keep": [fields]} shapes a list with no '
-        'tool. You will then see the results and answer.'
+        '[...]}. Steps are numbered "s1", "s2", ... in order; a step uses an earlier one\'s result with "$ref:s1" '
+        'or "$ref:s1.field". A step is {"id", "tool", "arguments"}; add "for_each": "$ref:s1" to call the tool '
+        'once per item of a list ("$item", "$item.field" in its arguments); {"id", "from": "$ref:s1", "where": '
+        '{"field", "op", "value"}, "sort_by": field, "first": N, "keep": [fields]} shapes a list with no tool. '
+        'You will then see the results and answer.'
     )
 
 

@@ -306,19 +306,9 @@ _EXPRESSION = {'type': 'string', 'pattern': '^[^"\\\\]{1,200}$'}
 SHAPE_OPERATORS = ('==', '!=', '<', '<=', '>', '>=', 'contains')
 
 
-def step_id(position: int, tool: str | None = None) -> str:
-    """The id of the step at `position` (0-based) in a constrained plan: its number and what it calls,
-    `s1_search_products`, `s2_get_stock`, ...; `s3_select` for a step that calls no tool."""
-    return f's{position + 1}_{(tool or "select")[:_NAME_IN_ID]}'
-
-
-_NAME_IN_ID = 58
-"""The tool name's characters in a step id (ids are at most 64 characters: `s` and up to four digits and `_`)."""
-
-
-def _suffix(tool: str | None) -> str:
-    """The regex of the part of an id after the number (tool names are letters, digits, `_` and `-`)."""
-    return re.escape((tool or 'select')[:_NAME_IN_ID]).replace('\\-', '-')
+def step_id(position: int) -> str:
+    """The id of the step at `position` (0-based) in a constrained plan: `s1`, `s2`, ..."""
+    return f's{position + 1}'
 
 
 def constrained_schema(tools: Iterable[ToolDefinition | Tool], max_steps: int = CONSTRAINED_MAX_STEPS,
@@ -327,35 +317,30 @@ def constrained_schema(tools: Iterable[ToolDefinition | Tool], max_steps: int = 
     (llama.cpp's `json_schema`/GBNF, Ollama's `format`, vLLM's structured outputs; not OpenAI strict mode, which
     has no `prefixItems`).
 
-    A step's id says its position and its tool (`s1_search_products`, `s2_get_stock`; `s3_select` for a step
-    that calls no tool), so each position's schema can enumerate what it may refer to: `"$ref:..."` only to
-    earlier steps, `"$item"` only inside the arguments of a step with `for_each`, tool names and argument shapes
-    only from `tools`, and `output_steps` only the plan's own steps. A grammar cannot look back at which tool an
-    earlier step called, but a reference names it in the id: where a tool declares its output (a `@tool`
-    function's return annotation, an MCP `outputSchema`), a reference to its steps may only name fields that
-    output has, of the type the argument wants (`"$ref:s1_get_weather.temp_c"` for a number, and no whole
-    object where a number is wanted). A plan is 1 to `max_steps` steps (one fixed-length alternative per count).
-    `for_each` and `when` are optional (a grammar that requires every key makes a small model fill them on
-    every step); a step either calls a tool, selects with JMESPath, or shapes an earlier result with `keep` /
-    `sort_by` / `first` / `where`.
+    Steps have positional ids (`s1`, `s2`, ... in order), so each position's schema can enumerate what it may
+    refer to: `"$ref:sK..."` only for earlier steps, `"$item"` only inside the arguments of a step with
+    `for_each`, tool names and argument shapes only from `tools`, and `output_steps` only the plan's own steps.
+    When every tool declares its output (a `@tool` function's return annotation, an MCP `outputSchema`), a
+    reference may only name fields those outputs have, of the type the argument wants (`"$ref:s1.temp_c"` for a
+    number, `"$item.id"` for a string; a whole result only where some tool returns that type). A plan is 1 to
+    `max_steps` steps (one fixed-length alternative per count). `for_each` and `when` are optional (a grammar
+    that requires every key makes a small model fill them on every step); a step either calls a tool, selects
+    with JMESPath, or shapes an earlier result with `keep` / `sort_by` / `first` / `where`.
     """
     items = list(tools)
     definitions = [t.definition if isinstance(t, Tool) else t for t in items]
-    outputs = _Outputs([(d.name, _output_of(t)) for d, t in zip(definitions, items, strict=True)])
+    outputs = _Outputs([_output_of(t) for t in items])
     defs: dict[str, Any] = {}
     for position in range(max_steps):
         variants = _position_variants(position, definitions, outputs)
-        defs[f'step{position + 1}'] = variants[0] if len(variants) == 1 else {'anyOf': variants}
-    names = [d.name for d in definitions]
+        defs[step_id(position)] = variants[0] if len(variants) == 1 else {'anyOf': variants}
     # One fixed-length alternative per count (a grammar's tuple; the bounds say the same to a JSON Schema
     # validator), each with the output_steps it can name.
     plans = [{'type': 'object',
               'properties': {
-                  'steps': {'type': 'array', 'prefixItems': [{'$ref': f'#/$defs/step{p + 1}'} for p in range(count)],
+                  'steps': {'type': 'array', 'prefixItems': [{'$ref': f'#/$defs/{step_id(p)}'} for p in range(count)],
                             'minItems': count, 'maxItems': count},
-                  'output_steps': {'type': 'array',
-                                   'items': {'enum': [step_id(p, tool) for p in range(count)
-                                                      for tool in [*names, None]]},
+                  'output_steps': {'type': 'array', 'items': {'enum': [step_id(p) for p in range(count)]},
                                    'minItems': 1, 'maxItems': count}},
               'required': ['steps'], 'additionalProperties': False} for count in range(1, max_steps + 1)]
     return {'anyOf': plans, '$defs': defs}
@@ -372,103 +357,60 @@ def _output_of(tool: ToolDefinition | Tool) -> Mapping[str, Any] | None:
 _IDENT = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,39}\Z')
 
 
-class _Output:
-    """What one tool's declared output lets a reference reach, by JSON type: the whole result, a field of an
-    object result, a field of a list result's items (`known` false: the tool declares nothing, so any path)."""
+class _Outputs:
+    """What the tools' declared outputs allow a reference to reach, by JSON type: the whole result, a field of
+    an object result, a field of a list result's items. `known` is false when a tool declares nothing (then any
+    reference path is let through, as validation does)."""
 
-    def __init__(self, schema: Mapping[str, Any] | None) -> None:
-        self.known = isinstance(schema, Mapping)
+    def __init__(self, schemas: list[Mapping[str, Any] | None]) -> None:
+        self.known = bool(schemas) and all(isinstance(schema, Mapping) for schema in schemas)
         self.whole: set[str] = set()
         self.fields: dict[str, set[str]] = {}
         self.item_fields: dict[str, set[str]] = {}
-        if schema is not None:
+        for schema in schemas if self.known else ():
+            assert schema is not None
             root = schema
-            self.whole = _kind(schema, root)
-            if 'object' in self.whole:
+            kind = _kind(schema, root)
+            self.whole |= kind
+            if 'object' in kind:
                 _collect(_resolved(schema, root), root, self.fields)
-            if 'array' in self.whole:
+            if 'array' in kind:
                 item = _resolved(_resolved(schema, root).get('items', {}), root)
                 _collect(item, root, self.item_fields)
 
-    def forms(self, wanted: str | None) -> list[str]:
-        """Regex forms, after the step id, of the references to this tool's steps that give `wanted`."""
+    def reference(self, ids: str, wanted: str | None, *, item: bool) -> dict[str, Any] | None:
+        """A string schema for the references to steps `ids` (a regex alternation) that give `wanted`; `$item`
+        ones too when `item`. `None`: no reference can."""
         if not self.known:
-            return [_FIELD_PATH]
-        forms = ['' if wanted is None or _fits(self.whole, wanted) else None]
-        named = [f for f, kinds in self.fields.items() if wanted is None or _fits(kinds, wanted)]
-        if named:
-            forms.append(f'[.]({"|".join(named)})')
-        each = [f for f, kinds in self.item_fields.items() if wanted is None or _fits(kinds, wanted)]
-        if each:
-            forms.append(f'\\[[0-9]{{1,3}}\\][.]({"|".join(each)})')
-        return [form for form in forms if form is not None]
-
-    def lists(self) -> list[str]:
-        """Regex forms, after the step id, of the references to this tool's steps that give a list."""
-        if not self.known:
-            return [_FIELD_PATH]
-        named = [f for f, kinds in self.fields.items() if 'array' in kinds]
-        return ([''] if 'array' in self.whole else []) + ([f'[.]({"|".join(named)})'] if named else [])
-
-
-class _Outputs:
-    """The references each position may write, from what the tools' declared outputs allow."""
-
-    def __init__(self, outputs: list[tuple[str, Mapping[str, Any] | None]]) -> None:
-        self.tools = [(name, _Output(schema)) for name, schema in outputs]
-        self.item_fields: dict[str, set[str]] = {}
-        """The fields of every list result's items (`$item.field`: the list a step loops over is not known)."""
-        self.items_known = all(output.known for _, output in self.tools)
-        for _, output in self.tools:
-            for name, kinds in output.item_fields.items():
-                self.item_fields.setdefault(name, set()).update(kinds)
-
-    @staticmethod
-    def _ids(position: int, tool: str | None) -> str | None:
-        """A regex of the ids the steps before `position` that call `tool` (`None`: no tool) may have; `None` when
-        none can (the first step always calls a tool)."""
-        numbers = '|'.join(str(p + 1) for p in range(0 if tool else 1, position))
-        return f's({numbers})_{_suffix(tool)}' if numbers else None
-
-    def reference(self, position: int, wanted: str | None, *, item: bool) -> dict[str, Any] | None:
-        """A string schema for the references, at `position`, to earlier steps that give `wanted`; `$item` ones
-        too when `item`. `None`: no reference can."""
-        selects = self._ids(position, None)
-        forms = [f'ref:{selects}{_FIELD_PATH}'] if selects else []  # a select step's value: its type is not known
-        for name, output in self.tools:
-            found = output.forms(wanted)
-            if found:
-                forms.append(f'ref:{self._ids(position, name)}' + (found[0] if len(found) == 1
-                                                                    else f'({"|".join(found)})'))
-        if item:
-            if not self.items_known:
-                forms += [f'item{_FIELD_PATH}', 'index']
-            else:
-                each = [f for f, kinds in self.item_fields.items() if wanted is None or _fits(kinds, wanted)]
-                if each:
+            path = _FIELD_PATH
+            forms = [f'ref:({ids}){path}'] + ([f'item{path}', 'index'] if item else [])
+        else:
+            forms = []
+            if wanted is None or _fits(self.whole, wanted):
+                forms.append(f'ref:({ids})')
+            named = [f for f, kinds in self.fields.items() if wanted is None or _fits(kinds, wanted)]
+            if named:
+                forms.append(f'ref:({ids})[.]({"|".join(named)})')
+            each = [f for f, kinds in self.item_fields.items() if wanted is None or _fits(kinds, wanted)]
+            if each:
+                forms.append(f'ref:({ids})\\[[0-9]{{1,3}}\\][.]({"|".join(each)})')
+                if item:
                     forms.append(f'item[.]({"|".join(each)})')
-                if (wanted is None or _fits({'object'}, wanted)) and self.item_fields:
-                    forms.append('item')
-                if wanted is None or _fits({'integer'}, wanted):
-                    forms.append('index')
+            if item and (wanted is None or _fits({'object'}, wanted)) and self.item_fields:
+                forms.append('item')
+            if item and (wanted is None or _fits({'integer'}, wanted)):
+                forms.append('index')
         if not forms:
             return None
         return {'type': 'string', 'pattern': f'^[$]({"|".join(forms)})$'}
 
-    def earlier(self, position: int) -> dict[str, Any]:
-        """References to any earlier step, any path (the source of a select step or a condition)."""
-        ids = [i for i in (self._ids(position, name) for name in [*(n for n, _ in self.tools), None]) if i]
-        return {'type': 'string', 'pattern': f'^[$]ref:({"|".join(ids)}){_FIELD_PATH}$'}
-
-    def for_each(self, position: int) -> dict[str, Any]:
+    def for_each(self, ids: str) -> dict[str, Any]:
         """References to earlier steps that give a list."""
-        selects = self._ids(position, None)
-        forms = [f'ref:{selects}{_FIELD_PATH}'] if selects else []
-        for name, output in self.tools:
-            found = output.lists()
-            if found:
-                forms.append(f'ref:{self._ids(position, name)}' + (found[0] if len(found) == 1
-                                                                    else f'({"|".join(found)})'))
+        if not self.known:
+            return {'type': 'string', 'pattern': f'^[$]ref:({ids}){_FIELD_PATH}$'}
+        lists = [f for f, kinds in self.fields.items() if 'array' in kinds]
+        forms = ([f'ref:({ids})'] if 'array' in self.whole or not lists else []) + (
+            [f'ref:({ids})[.]({"|".join(lists)})'] if lists else [])
         return {'type': 'string', 'pattern': f'^[$]({"|".join(forms)})$'}
 
 
@@ -511,27 +453,26 @@ def _fits(kinds: set[str], wanted: str) -> bool:
 
 
 def _position_variants(position: int, tools: list[ToolDefinition], outputs: _Outputs) -> list[dict[str, Any]]:
-    select_id = {'enum': [step_id(position)]}
+    sid = {'enum': [step_id(position)]}
     if position == 0:
-        return [_tool_step({'enum': [step_id(position, tool.name)]}, tool, None, None) for tool in tools]
-    earlier = outputs.earlier(position)
+        return [_tool_step(sid, tool, None, None) for tool in tools]
+    ids = '|'.join(step_id(p) for p in range(position))
+    earlier = {'type': 'string', 'pattern': f'^[$]ref:({ids}){_FIELD_PATH}$'}
 
     def plain(wanted: str | None) -> dict[str, Any] | None:
-        return outputs.reference(position, wanted, item=False)
+        return outputs.reference(ids, wanted, item=False)
 
     def per_item(wanted: str | None) -> dict[str, Any] | None:
-        return outputs.reference(position, wanted, item=True)
+        return outputs.reference(ids, wanted, item=True)
 
     when = {'type': 'object', 'properties': {'from': earlier, 'select': _EXPRESSION},
             'required': ['from', 'select'], 'additionalProperties': False}
-    variants = [_tool_step({'enum': [step_id(position, tool.name)]}, tool, plain, when) for tool in tools]
-    variants += [_tool_step({'enum': [step_id(position, tool.name)]}, tool, per_item, when,
-                            for_each=outputs.for_each(position)) for tool in tools]
+    variants = [_tool_step(sid, tool, plain, when) for tool in tools]
+    variants += [_tool_step(sid, tool, per_item, when, for_each=outputs.for_each(ids)) for tool in tools]
     variants.append({'type': 'object',
-                     'properties': {'id': select_id, 'from': earlier, 'select': _EXPRESSION},
+                     'properties': {'id': sid, 'from': earlier, 'select': _EXPRESSION},
                      'required': ['id', 'from', 'select'], 'additionalProperties': False})
-    shape = {'id': select_id, 'from': earlier,
-             'keep': {'type': 'array', 'items': _NAME, 'minItems': 1, 'maxItems': 8},
+    shape = {'id': sid, 'from': earlier, 'keep': {'type': 'array', 'items': _NAME, 'minItems': 1, 'maxItems': 8},
              'where': {'type': 'object', 'properties': {'field': _NAME,
                                                         'op': {'enum': list(SHAPE_OPERATORS)},
                                                         'value': {'type': ['string', 'number', 'boolean']}},
