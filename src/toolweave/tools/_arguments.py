@@ -37,8 +37,9 @@ class CheckedArguments(dict[str, Any]):
     carries what the validation produced, for one call of that tool, so that the call does not validate them again.
 
     The carried value is used once (a second call, a retry, validates anew, since the first call may have changed
-    it), and any change to the dict drops it, so a call never runs with a value that no longer matches its
-    arguments. Copies and pickles are plain dicts.
+    it), and setting or removing a key drops it, so a call never runs with a value that no longer matches its
+    arguments (values nested inside are the caller's not to change in place, as with any arguments). Copies and
+    pickles are plain dicts.
     """
 
     __slots__ = ('_owner', '_value')
