@@ -291,3 +291,20 @@ def test_beside_references_the_tool_checks_the_literal_arguments_and_the_referen
         "steps[2] (id 'p'): arguments.order: reference '$ref:n' gives integer, but 'place' expects object here. Refer "
         'to a field of the right type, or convert it with a select step first.',
     ]
+
+
+def test_a_list_of_many_wrong_items_is_one_bounded_message_not_thousands() -> None:
+    @tool
+    def label(values: list[str]) -> str:
+        """Label the values."""
+        return ','.join(values)
+
+    problems = validate_plan({'steps': [{'id': 'l', 'tool': 'label', 'arguments': {'values': list(range(50_000))}}]},
+                             [label])
+    assert len(problems) == 21 and sum(map(len, problems)) < 3_000
+    assert problems[0] == "steps[0] (id 'l'): arguments.values[0]: Input should be a valid string, got 0."
+    assert problems[-1] == "steps[0] (id 'l'): arguments: ... and 49980 more problems of the same kinds."
+    called = label.call_sync({'values': list(range(50_000))})
+    assert called.error is not None and len(called.error) < 2_000
+    assert called.error.endswith('... and 49980 more problems of the same kinds. Fix the arguments to match the '
+                                 "tool's parameter schema and call it again.")

@@ -336,11 +336,16 @@ def _own_problems(exc: ArgumentsError, tool: str) -> list[str]:
     """The problems a tool's own validation found, one message per field, as the plan's other checks say them."""
     if not exc.problems:
         return [f'arguments: {exc}']
-    problems = [f'arguments{"" if p.startswith(("(arguments)", "[")) else "."}'
-                f'{p.removeprefix("(arguments)").rstrip(".")}.' for p in exc.problems]
+    problems = [f'arguments: {p}.' if p.startswith('...') else _field_problem(p) for p in exc.problems]
     if exc.accepted is not None:
         problems[-1] += f' Tool {tool!r} takes: {exc.accepted}.'
     return problems
+
+
+def _field_problem(problem: str) -> str:
+    """`days: Input should be ...` as the plan says it: `arguments.days: Input should be ....`."""
+    where = '' if problem.startswith(('(arguments)', '[')) else '.'
+    return f'arguments{where}{problem.removeprefix("(arguments)").rstrip(".")}.'
 
 
 def _not_run(validator: Any, value: Any, instance: Any, schema: Any) -> None:

@@ -44,6 +44,9 @@ __all__ = (
 _SCHEMA_KEYS_WITH_NAMES = frozenset({'properties', '$defs', 'definitions', 'patternProperties'})
 """Schema keywords whose value maps user-chosen names to subschemas (a property may be called `title`)."""
 _MAX_INPUT_SHOWN = 80
+MAX_ARGUMENT_PROBLEMS = 20
+"""Problems of one call's arguments listed by name; the rest are counted (a list of 50,000 wrong items is one
+mistake made 50,000 times, and the message goes to a model)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,10 +415,12 @@ def _invalid(tool_name: str, problems: list[str], accepted: str | None) -> str:
 def validation_problems(errors: Iterable[ErrorDetails],
                         schema: Mapping[str, Any] | None = None) -> tuple[list[str], str | None]:
     """Each problem of pydantic's `errors` with its field path (`days: Input should be a valid integer, got "x"`),
-    and the accepted argument names when an argument was unexpected (`None` otherwise)."""
+    the first `MAX_ARGUMENT_PROBLEMS` of them and then how many more (`... and 12 more problems of the same
+    kinds`), and the accepted argument names when an argument was unexpected (`None` otherwise)."""
     problems: list[str] = []
     unexpected = False
-    for error in errors:
+    errors = list(errors)
+    for error in errors[:MAX_ARGUMENT_PROBLEMS]:
         message = str(error['msg'])
         if error['type'] == 'missing':
             problems.append(f'{_path(error["loc"])}: {message}')
@@ -424,6 +429,10 @@ def validation_problems(errors: Iterable[ErrorDetails],
             unexpected = True
             message = 'Unexpected argument'
         problems.append(f'{_path(error["loc"])}: {message}, got {_render_input(error["input"])}')
+    if len(errors) > MAX_ARGUMENT_PROBLEMS:
+        rest = len(errors) - MAX_ARGUMENT_PROBLEMS
+        unexpected = unexpected or any(e['type'] == 'extra_forbidden' for e in errors[MAX_ARGUMENT_PROBLEMS:])
+        problems.append(f'... and {rest} more problem{"s" if rest > 1 else ""} of the same kinds')
     properties = (schema or {}).get('properties')
     if unexpected and isinstance(properties, Mapping):
         return problems, ', '.join(properties) or '(none)'
