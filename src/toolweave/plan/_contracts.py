@@ -27,7 +27,8 @@ from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
 from toolweave.tools import ArgumentsError, FunctionTool, Tool, ToolResult
 from toolweave.tools._schema_check import schema_problem
 
-__all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'output_schema', 'schema_at')
+__all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'literal_problems', 'output_schema',
+           'schema_at')
 
 logger = logging.getLogger('toolweave.plan')
 
@@ -330,6 +331,21 @@ class Contract:
         expected = '/'.join(sorted(wanted or ()))
         return (f'arguments.{key}: reference {ref.text!r} gives {given}, but {self.name!r} expects {expected} here. '
                 'Refer to a field of the right type, or convert it with a select step first.')
+
+
+def literal_problems(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
+    """Problems of `arguments` (no references in them), as the tool's own validation finds them when it has one
+    (`Tool.check_arguments`: the words its call would use), else against its JSON schema."""
+    contract = Contract(tool)
+    if contract.own is not None:
+        try:
+            contract.own(arguments)
+            return []
+        except ArgumentsError as exc:
+            return _own_problems(exc, contract.name)
+        except Exception:  # a validation that itself fails: the schema decides, and the call will tell
+            pass
+    return contract.check(arguments)
 
 
 def _own_problems(exc: ArgumentsError, tool: str) -> list[str]:

@@ -8,16 +8,16 @@ from typing import Any
 
 from toolweave.approval import ReviewDecision
 from toolweave.exceptions import DecisionError, UserError
-from toolweave.plan._contracts import Contract
+from toolweave.plan._contracts import literal_problems
 from toolweave.tools import ArgumentsError, Toolset, load_arguments
 
 __all__ = ('check_edit',)
 
 
 def check_edit(run_id: str, plan: str, step_id: str, decision: ReviewDecision, tools: Toolset) -> None:
-    """Raise `DecisionError` when `decision` edits step `step_id` of the stored `plan` with arguments its tool's
-    input schema refuses (the schema's own message, per field). Arguments given as text that is not a JSON object
-    are a text tool's input, left to the tool."""
+    """Raise `DecisionError` when `decision` edits step `step_id` of the stored `plan` with arguments its tool
+    refuses (the tool's own validation when it has one, as its call would say it; else its input schema's), per
+    field. Arguments given as text that is not a JSON object are a text tool's input, left to the tool."""
     if decision.kind != 'edit':
         return
     step = next((s for s in json.loads(plan)['steps'] if s['id'] == step_id), None)
@@ -33,7 +33,7 @@ def check_edit(run_id: str, plan: str, step_id: str, decision: ReviewDecision, t
         arguments = load_arguments(revised, tool.name)
     except ArgumentsError:
         return
-    problems = Contract(tool).check(arguments)
+    problems = literal_problems(tool, arguments)
     if problems:
         listed = '\n'.join(f'  - {problem}' for problem in problems)
         raise DecisionError(f'The edited arguments for step {step_id!r} of plan run {run_id!r} do not fit tool '
