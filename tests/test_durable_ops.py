@@ -658,8 +658,8 @@ async def test_an_edit_that_does_not_fit_the_tool_is_refused_and_nothing_is_reco
     await run_plan(PARKS, ledger.tools(), store=store_url, run_id='e', review_handler=CallbackReviewHandler(later))
     with pytest.raises(DecisionError, match=r"(?s)The edited arguments for step 'mail' of plan run 'e' do not fit "
                                             r"tool 'send'; nothing was recorded:\n  - arguments.to: Field required.\n"
-                                            r"  - arguments.too: Unexpected argument, got \"grace\". Tool 'send' takes: "
-                                            r"to\.\nFix them and decide again"):
+                                            r"  - arguments.too: Unexpected argument, got \"grace\". Tool 'send' "
+                                            r"takes: to\.\nFix them and decide again"):
         await decide('e', 'mail', ReviewDecision.edit({'too': 'grace'}), store=store_url, tools=ledger.tools())
     with pytest.raises(DecisionError, match=r"arguments.to: Input should be a valid string, got 5"):
         await decide('e', 'mail', ReviewDecision.edit('{"to": 5}'), store=store_url, tools=ledger.tools())
