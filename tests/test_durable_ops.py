@@ -661,7 +661,7 @@ async def test_an_edit_that_does_not_fit_the_tool_is_refused_and_nothing_is_reco
                                             r"  - arguments.too: Unexpected argument, got \"grace\". Tool 'send' "
                                             r"takes: to\.\nFix them and decide again"):
         await decide('e', 'mail', ReviewDecision.edit({'too': 'grace'}), store=store_url, tools=ledger.tools())
-    with pytest.raises(DecisionError, match=r"arguments.to: Input should be a valid string, got 5"):
+    with pytest.raises(DecisionError, match=r'arguments.to: Input should be a valid string, got 5'):
         await decide('e', 'mail', ReviewDecision.edit('{"to": 5}'), store=store_url, tools=ledger.tools())
     with pytest.raises(UserError, match=r"have no tool 'send' \(they have effect\)"):
         await decide('e', 'mail', ReviewDecision.edit({'to': 'grace'}), store=store_url, tools=ledger.tools()[:1])
