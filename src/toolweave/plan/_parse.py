@@ -107,6 +107,9 @@ class Parsed:
     problems: Problems
     reported: set[tuple[int, str]] = field(default_factory=set[tuple[int, str]])
     """(step index, field) pairs already reported, so validation does not report them twice."""
+    text_size: int | None = None
+    """The length of the JSON text the plan was read from (`None`: it was given as a mapping or a `Plan`): it
+    bounds how many values the plan holds, so validating it needs no count of them first."""
 
 
 def describe_type(value: object) -> str:
@@ -309,7 +312,10 @@ def _parse(data: str | bytes | Mapping[str, Any], dialect: Dialect | None, max_b
     large = isinstance(data, (str, bytes)) and len(data) > INLINE_BYTES
     token = _READER.set(CountingDecoder(MAX_CONTAINERS).decode if large else json.loads)
     try:
-        return _parse_loaded(data, dialect, max_bytes, max_steps, clean)
+        parsed = _parse_loaded(data, dialect, max_bytes, max_steps, clean)
+        if isinstance(data, (str, bytes)):
+            parsed.text_size = len(data)
+        return parsed
     except TooMany:
         problems = Problems()
         problems.add(-1, _TOO_MANY)

@@ -134,7 +134,8 @@ async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_i
     work = partial(prepare, parsed, tools, max_steps=max_steps, max_items=max_items, extra_refused=extra_refused,
                    earlier=earlier, arrived=arrived)
     steps = parsed.plan.steps
-    if len(steps) > max_steps or (len(steps) <= INLINE_PREPARE_STEPS and _light(steps)):
+    small = parsed.text_size is not None and parsed.text_size <= INLINE_PREPARE_VALUES  # a value is a byte or more
+    if len(steps) > max_steps or (len(steps) <= INLINE_PREPARE_STEPS and (small or _light(steps))):
         return work()
     return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
 
