@@ -3,7 +3,8 @@ cancel it, retry a failed step.
 
 A decision goes through the store's atomic `decide` (the step must still be parked: two tabs cannot both decide
 it) and records who made it and from where (`by`, `via` in the decision's stored detail, beside its time). An
-edit is checked against the tool's input schema first, when the UI knows the tools (`--tools`).
+edit is checked first by the tool, when the UI knows the tools (`--tools`): its own validation when it has one
+(what its call would say), else its input schema.
 
 Resolve as done, retry and cancel are the library's own operations (`resolve_step`, `retry_step`, `cancel_run`);
 resume needs the tools (`--tools`), and `capabilities` tells the page whether it has them.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from toolweave.approval import PlanReviewDecision, PlanReviewRequest, ReviewDeci
 from toolweave.exceptions import ApprovalPending, UserError
 from toolweave.plan.durable import PlanStore, Transition, cancel_run, resolve_step, resume_plan, retry_step
 from toolweave.plan.durable._codec import decision_data, dumps
-from toolweave.tools import Toolset
+from toolweave.tools import ArgumentsError, Toolset
 
 __all__ = ('ACTIONS', 'Actions', 'ActionError', 'BrowserReviewHandler', 'decision_of')
 
@@ -66,11 +67,12 @@ class BrowserReviewHandler:
         raise ApprovalPending(f'waiting for a decision in {self.where}')
 
 
-def decision_of(body: Mapping[str, Any], schema: Mapping[str, Any] | None, tool: str | None) -> ReviewDecision:
-    """The decision a request's body stands for (`action`, `arguments`, `reason`).
+def decision_of(body: Mapping[str, Any], problems_of: Callable[[Any], list[str]]) -> ReviewDecision:
+    """The decision a request's body stands for (`action`, `arguments`, `reason`); `problems_of` checks edited
+    arguments (`Actions.problems`).
 
     Raises:
-        ActionError: an unknown action, arguments that are not a JSON object or do not fit the tool's schema.
+        ActionError: an unknown action, arguments that are not a JSON object or that the tool refuses.
     """
     action = body.get('action')
     if action == 'approve':
@@ -82,9 +84,9 @@ def decision_of(body: Mapping[str, Any], schema: Mapping[str, Any] | None, tool:
         if not isinstance(arguments, dict):
             raise ActionError(422, f'An edit sends the new arguments as a JSON object, got '
                                    f'{type(arguments).__name__}.')
-        problems = schema_problems(arguments, schema, tool)
+        problems = problems_of(arguments)
         if problems:
-            raise ActionError(422, "The arguments do not fit the tool's input schema:\n- " + '\n- '.join(problems))
+            raise ActionError(422, 'The tool refuses these arguments:\n- ' + '\n- '.join(problems))
         return ReviewDecision.edit(arguments)
     raise ActionError(400, f'Unknown action {action!r}: use one of {", ".join(ACTIONS)}.')
 
@@ -139,7 +141,7 @@ def who(label: str | None, body: Mapping[str, Any]) -> str:
 @dataclass(slots=True)
 class Actions:
     """The actions on one store (see the module docstring); `tools`, when given, let the UI resume runs and check
-    edits against each tool's input schema."""
+    edits with each tool's validation."""
 
     store: PlanStore
     tools: Toolset | None = None
@@ -153,6 +155,26 @@ class Actions:
             return {}
         return {definition.name: definition.parameters for definition in self.tools.definitions()}
 
+    def problems(self, tool: str | None, arguments: Any) -> tuple[list[str], bool]:
+        """Every way `arguments` break the tool's validation, each with where (`to: Input should be a valid string,
+        got 3`), and whether the tool was there to check them (this UI has the tools). A tool's own validation is
+        used when it has one (what its call would say, custom validators included), else its input schema."""
+        found = self.tools.find(tool) if self.tools is not None and tool is not None else None
+        basic = schema_problems(arguments, None, tool)  # a JSON object, not too large
+        if found is None or basic:
+            return basic, found is not None
+        try:
+            if found.check_arguments(arguments) is not None:
+                return [], True
+        except ArgumentsError as exc:
+            listed = list(exc.problems) or [str(exc)]
+            if exc.accepted is not None:
+                listed[-1] += f' ({tool!r} takes: {exc.accepted})'
+            return listed, True
+        except Exception:  # a validation that itself fails: the schema decides, and the call will tell
+            pass
+        return schema_problems(arguments, found.definition.parameters, tool), True
+
     def capabilities(self) -> dict[str, bool]:
         """Which actions this UI can take: resuming a run, and checking an edit against its tool's schema, need the
         tools."""
@@ -163,8 +185,7 @@ class Actions:
         """Record a person's decision for a parked step. Returns what happened, for the page."""
         if body.get('action') == 'resolve':
             return await self._resolve(run_id, step_id, body)
-        schema = self.schemas.get(tool) if tool is not None else None
-        decision = decision_of(body, schema, tool)
+        decision = decision_of(body, lambda arguments: self.problems(tool, arguments)[0])
         detail = dumps({**decision_data(decision), 'by': by, 'via': 'browser'})
         await anyio.to_thread.run_sync(self.store.decide, run_id,
                                        Transition(step_id, 'decided', time.time(), decision.reason, detail=detail))

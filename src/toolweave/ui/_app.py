@@ -39,7 +39,7 @@ from starlette.staticfiles import StaticFiles
 from toolweave.exceptions import DecisionError, PlanStoreError, RunInUseError, UnknownRunError, UserError
 from toolweave.plan.durable import ListedRun, PlanStore, RunState, StoreLike, list_runs, open_store
 from toolweave.tools import Toolset, ToolsetItem
-from toolweave.ui._actions import ActionError, Actions, schema_problems, who
+from toolweave.ui._actions import ActionError, Actions, who
 from toolweave.ui._feed import ChangeFeed
 from toolweave.ui._reads import Reads
 from toolweave.ui._security import COOKIE, SESSION_SECONDS, Guard
@@ -281,9 +281,8 @@ class _State:
         self.guard.writer(request)
         body = await self._body(request)
         tool = body.get('tool')
-        schema = self.actions.schemas.get(tool) if isinstance(tool, str) else None
-        problems = schema_problems(body.get('arguments'), schema, tool if isinstance(tool, str) else None)
-        return _json({'ok': not problems, 'problems': problems, 'checked': schema is not None})
+        problems, checked = self.actions.problems(tool if isinstance(tool, str) else None, body.get('arguments'))
+        return _json({'ok': not problems, 'problems': problems, 'checked': checked})
 
     async def decision(self, request: Request) -> Response:
         label = self.guard.writer(request)
