@@ -308,3 +308,17 @@ def test_a_list_of_many_wrong_items_is_one_bounded_message_not_thousands() -> No
     assert called.error is not None and len(called.error) < 2_000
     assert called.error.endswith('... and 49980 more problems of the same kinds. Fix the arguments to match the '
                                  "tool's parameter schema and call it again.")
+
+
+def test_a_tool_whose_own_check_offers_nothing_is_checked_against_its_schema() -> None:
+    class Declines(FakeTool):
+        def check_arguments(self, arguments: Any, *, pending: Any = ()) -> None:
+            return None  # no validation of its own to offer here
+
+    mail = Declines('mail', parameters={'type': 'object', 'properties': {'to': {'type': 'string'}},
+                                        'required': ['to'], 'additionalProperties': False})
+    assert validate_plan({'steps': [{'id': 'm', 'tool': 'mail', 'arguments': {'cc': 'x'}}]}, [mail]) == [
+        "steps[0] (id 'm'): arguments: 'to' is a required property: it is missing.",
+        "steps[0] (id 'm'): arguments: Additional properties are not allowed ('cc' is not an argument of this tool). "
+        "Tool 'mail' takes: to.",
+    ]

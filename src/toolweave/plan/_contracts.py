@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -244,12 +244,27 @@ class Contract:
                                for p in self.properties.values()):
             self.simple = {name: json_types(p, schema) or _ALL_TYPES for name, p in self.properties.items()}
         self._validator: Draft202012Validator | None = None
-        self._types: dict[str, frozenset[str] | None] | None = None
+        self._types: dict[str, frozenset[str] | None] = {}
+
+    def check_own(self, arguments: Mapping[str, Any],
+                  pending: Collection[str] = ()) -> tuple[list[str], Mapping[str, Any] | None] | None:
+        """The tool's own check of `arguments` (`Tool.check_arguments`, `pending` as there): its problems, one per
+        field, and the arguments to call it with (`None`: nothing carried, as with `pending`); `None` when it has
+        no check to offer here, or its check itself failed (the JSON schema decides, and the call will tell)."""
+        if self.own is None:
+            return None
+        try:
+            checked = self.own(arguments, pending=pending)
+        except ArgumentsError as exc:
+            return _own_problems(exc, self.name), None
+        except Exception:
+            return None
+        if checked is None:
+            return None
+        return [], checked if isinstance(checked, Mapping) else None
 
     def types(self, name: str) -> frozenset[str] | None:
         """The JSON types argument `name` takes (`None`: any, or unknown)."""
-        if self._types is None:
-            self._types = {}
         if name not in self._types:
             self._types[name] = json_types(self.properties.get(name), self.schema)
         return self._types[name]
@@ -337,15 +352,8 @@ def literal_problems(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
     """Problems of `arguments` (no references in them), as the tool's own validation finds them when it has one
     (`Tool.check_arguments`: the words its call would use), else against its JSON schema."""
     contract = Contract(tool)
-    if contract.own is not None:
-        try:
-            contract.own(arguments)
-            return []
-        except ArgumentsError as exc:
-            return _own_problems(exc, contract.name)
-        except Exception:  # a validation that itself fails: the schema decides, and the call will tell
-            pass
-    return contract.check(arguments)
+    own = contract.check_own(arguments)
+    return own[0] if own is not None else contract.check(arguments)
 
 
 def _own_problems(exc: ArgumentsError, tool: str) -> list[str]:
@@ -535,26 +543,17 @@ class Contracts:
             return (), None
         contract = self.of(tool)
         if literal and contract.own is not None:
-            try:
-                checked = contract.own(arguments)
-                return (), checked if isinstance(checked, Mapping) else None
-            except ArgumentsError as exc:
-                return _own_problems(exc, contract.name), None
-            except Exception:  # a validation that itself fails: the schema decides, and the call will tell
-                pass
+            own = contract.check_own(arguments)
+            if own is not None:
+                return own
         elif contract.own is not None and contract.simple is None and type(rewrite) is tuple and all(
                 type(value := arguments[key]) is str and (value in table.whole or value in table.templates)
                 for key in rewrite):
             # Every reference stands for a whole argument: the tool checks the rest, and the references' types are
             # checked against the arguments they fill. (A schema of plain types is checked quicker on its own.)
-            try:
-                if contract.own(arguments, pending=rewrite) is not None:
-                    return self._reference_types(contract, arguments, rewrite, table), None
-            except ArgumentsError as exc:
-                return [*_own_problems(exc, contract.name),
-                        *self._reference_types(contract, arguments, rewrite, table)], None
-            except Exception:  # a validation that itself fails: the schema decides, and the call will tell
-                pass
+            own = contract.check_own(arguments, rewrite)
+            if own is not None:
+                return [*own[0], *self._reference_types(contract, arguments, rewrite, table)], None
         return self._check_schema(contract, arguments, rewrite, table), None
 
     def _reference_types(self, contract: Contract, arguments: Mapping[str, Any], keys: tuple[Any, ...],
