@@ -37,11 +37,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 from pydantic import BaseModel
 
 from benchmarks._floor import run_floor
-from benchmarks.bench_overhead import NoopTool
+from benchmarks.bench_overhead import NoopTool, _timed
 from toolweave import tool
 from toolweave.plan import run_plan
 from toolweave.plan._parse import parse_lenient
@@ -108,24 +107,18 @@ def _run_us(plan: dict[str, Any], steps: int, repeats: int) -> tuple[float, floa
     toolset = as_toolset(list(TOOLS.values()))
     by_name = {t.name: t for t in TOOLS.values()}
 
-    async def toolweave() -> float:
-        started = time.perf_counter()
+    async def toolweave() -> None:
         run = await run_plan(plan, toolset, max_steps=steps)
-        elapsed = time.perf_counter() - started
         assert run.succeeded == steps, run.summary
-        return elapsed
 
-    async def floor() -> float:
-        started = time.perf_counter()
+    async def floor() -> None:
         await run_floor(plan, by_name)
-        return time.perf_counter() - started
 
     runs: dict[str, list[float]] = {'toolweave': [], 'floor': []}
     for repeat in range(repeats):
         order = [('toolweave', toolweave), ('floor', floor)]
-        for name, runner in order if repeat % 2 == 0 else reversed(order):
-            gc.collect()
-            runs[name].append(anyio.run(runner))
+        for name, runner in order if repeat % 2 == 0 else reversed(order):  # alternate who runs first
+            runs[name].append(_timed(runner))
     return (statistics.median(runs['toolweave']) / steps * 1e6, statistics.median(runs['floor']) / steps * 1e6)
 
 

@@ -209,7 +209,8 @@ class RetryCalls(Extension):
 
 def retrying(tools: Any, policy: Retries | None) -> list[Extension]:
     """The `RetryCalls` extension a run needs: when it has a policy, or one of its tools does (none otherwise)."""
-    if policy is not None:
-        return [RetryCalls(policy)]
-    distinct = {id(tool): tool for tool in tools if tool is not None}  # a plan calls few tools, many times
-    return [RetryCalls(policy)] if any(retries_of(tool) is not None for tool in distinct.values()) else []
+    if policy is None:
+        distinct = {id(tool): tool for tool in tools if tool is not None}  # a plan calls few tools, many times
+        if all(retries_of(tool) is None for tool in distinct.values()):
+            return []
+    return [RetryCalls(policy)]
