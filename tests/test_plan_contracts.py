@@ -322,3 +322,21 @@ def test_a_tool_whose_own_check_offers_nothing_is_checked_against_its_schema() -
         "steps[0] (id 'm'): arguments: Additional properties are not allowed ('cc' is not an argument of this tool). "
         "Tool 'mail' takes: to.",
     ]
+
+
+def test_hostile_literal_arguments_for_a_tool_with_its_own_check_are_refused_quickly() -> None:
+    @tool
+    def keep(data: Any) -> str:
+        """Keep anything."""
+        return 'kept'
+
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(5_000):
+        inner.append([])
+        inner = inner[0]
+    looped: dict[str, Any] = {}
+    looped['self'] = looped
+    for data in (deep, looped):
+        assert validate_plan({'steps': [{'id': 'k', 'tool': 'keep', 'arguments': {'data': data}}]}, [keep]) == [
+            "steps[0] (id 'k'): arguments: nested too deeply to check. Use fewer levels of nested objects and arrays."]
