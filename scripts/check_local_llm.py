@@ -56,6 +56,7 @@ from toolweave.models import (
 )
 from toolweave.plan import planning_instructions
 from toolweave.plan._meta import plan_first_instructions
+from toolweave.plan._plan_grammar import constrained_grammar
 from toolweave.plan._plan_schema import constrained_schema
 
 PLAN_TOOL = 'execute_tool_plan'
@@ -277,10 +278,13 @@ async def measure_forced(model: OpenAIChatModel, settings: ModelSettings, repeat
 
 async def _forced(model: OpenAIChatModel, settings: ModelSettings, toolset: Toolset, definitions: Any,
                   schema: str, task: Task, row: ForcedRow) -> None:
-    if schema == 'constrained':
+    if schema in ('constrained', 'grammar'):
         system = f'{INSTRUCTIONS}\n\n{plan_first_instructions(definitions)}'
         offered: list[Any] = []
-        forced = replace(settings, response_format=constrained_schema(TOOLS), text_tool_calls=False)
+        forced = replace(settings, response_format=constrained_schema(TOOLS), text_tool_calls=False) \
+            if schema == 'constrained' else \
+            replace(settings, extra_body={**(settings.extra_body or {}), 'grammar': constrained_grammar(TOOLS)},
+                    text_tool_calls=False)
     else:
         system = f'{INSTRUCTIONS}\n\n{planning_instructions(tools=definitions)}'
         offered = [*definitions, PlanTool(toolset).definition]
@@ -299,7 +303,7 @@ async def _forced(model: OpenAIChatModel, settings: ModelSettings, toolset: Tool
             row.seconds += time.perf_counter() - started
         row.input_tokens += response.usage.input_tokens
         plan = next((c.arguments for c in response.tool_calls if c.name == PLAN_TOOL), None) \
-            if schema != 'constrained' else response.text
+            if schema == 'compact' else response.text
         row.plans.append(plan or '')
         problems = validate_plan(plan or '', toolset) if plan else ['no plan in the reply']
         if not problems:
@@ -313,7 +317,7 @@ async def _forced(model: OpenAIChatModel, settings: ModelSettings, toolset: Tool
         call = ToolCall('call_plan_1', PLAN_TOOL, plan or '{}')
         text = 'Plan execution failed: ' + '; '.join(problems)
         messages += [AssistantMessage(None, (call,)), ToolMessage(call.id, PLAN_TOOL, text, is_error=True),
-                     UserMessage('Send the corrected plan.')] if schema != 'constrained' else \
+                     UserMessage('Send the corrected plan.')] if schema == 'compact' else \
             [AssistantMessage(plan or ''), UserMessage(f'{text}\nSend the corrected plan.')]
 
 
@@ -411,8 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--threads', type=int, default=DEFAULT_THREADS, help='llama-server --threads (env '
                         'LOCAL_LLM_THREADS; 1 by default, see scripts/local_llm.py).')
     parser.add_argument('--measure', default='agent,forced-plans', help='Comma-separated: agent, forced-plans.')
-    parser.add_argument('--plan-schema', default='compact,constrained',
-                        help='Comma-separated plan schemas for forced-plans: compact, constrained.')
+    parser.add_argument('--plan-schema', default='compact,constrained,grammar',
+                        help='Comma-separated plan schemas for forced-plans: compact, constrained (the JSON '
+                             'schema), grammar (the plan grammar, as plan-first sends it to llama-server).')
     parser.add_argument('--max-tokens', type=int, default=768)
     parser.add_argument('--timeout', type=float, default=300)
     parser.add_argument('--repeat', type=int, default=4,
@@ -424,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     measures = [m.strip() for m in args.measure.split(',') if m.strip()]
     schemas = [s.strip() for s in args.plan_schema.split(',') if s.strip()]
     unknown = [m for m in measures if m not in ('agent', 'forced-plans')]
-    unknown += [s for s in schemas if s not in ('compact', 'constrained')]
+    unknown += [s for s in schemas if s not in ('compact', 'constrained', 'grammar')]
     if unknown:
         parser.error(f'unknown measurement or plan schema: {", ".join(unknown)}')
     SELECTED.clear()

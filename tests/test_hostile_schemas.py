@@ -6,14 +6,17 @@ check that schema instead of looping."""
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from tests.providers.gbnf import Grammar
 
 import toolweave
 from toolweave import PlanTool, validate_plan
 from toolweave.plan import SchemaTooLarge
+from toolweave.plan._plan_grammar import constrained_grammar
 from toolweave.testing import FakeTool
 from toolweave.tools import ToolMetadata
 
@@ -148,3 +151,14 @@ async def test_keywords_whose_cost_a_plan_controls_are_left_to_the_tool(schema: 
     assert (await toolweave.run_plan(plan, [tool])).ok
     assert validate_plan({'steps': [{'id': 'a', 'tool': 't', 'arguments': {}}]}, [tool]) == [
         "steps[0] (id 'a'): arguments: 'x' is a required property: it is missing. Tool 't' takes: x."]
+
+
+@pytest.mark.parametrize('case', HOSTILE, ids=IDS)
+def test_the_plan_grammar_builds_over_a_hostile_schema_and_admits_only_valid_plans(case: Hostile) -> None:
+    taking = FakeTool('t', 'ok', parameters=case.schema)
+    giving = FakeTool('p', {'x': 1}, metadata=ToolMetadata(extra={'output_schema': case.schema}))
+    grammar = Grammar(constrained_grammar([taking, giving]))
+    rng = random.Random(3)
+    for _ in range(50):
+        text = grammar.sample(rng)
+        assert all('JMESPath' in problem for problem in validate_plan(text, [taking, giving])), text

@@ -17,6 +17,10 @@ What it enforces, and where each rule comes from:
 - Streaming is server-sent events in llama.cpp's shape (a role chunk, content pieces, a finish chunk, the usage
   chunk when `stream_options.include_usage` asks for it, `[DONE]`), sent with chunked transfer encoding so that a
   fault (`cut_at`, `malformed_at`, `hang_at`) looks on the wire exactly like a real broken stream.
+- llama.cpp's `llama-server` (`flavour='llama-server'`) takes a GBNF `grammar`, as its `server-common.cpp` says:
+  not with `json_schema` or `response_format` (which it compiles to a grammar itself), not with tools unless
+  `tool_choice` is `'none'`. The grammar is parsed (`gbnf.Grammar`: a grammar llama.cpp cannot parse is a 400),
+  and a scripted text reply must be in its language, as a constrained model's reply can only be.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
+
+from .gbnf import Grammar, GrammarError
 
 Script = list[str | dict[str, Any] | list[dict[str, Any]]]
 """One entry per reply: text, a tool call `{'tool': name, 'arguments': {...} or 'raw text'}`, or a list of calls."""
@@ -135,6 +141,8 @@ class StrictServer:
     statuses: list[int] = field(default_factory=list[int])
     base_url: str = ''
     closing: threading.Event = field(default_factory=threading.Event)
+    grammar: Grammar | None = None
+    """The grammar of the request being answered, if it sent one."""
 
     # --- validation --------------------------------------------------------------------------------------------
 
@@ -147,6 +155,9 @@ class StrictServer:
             listing = '\n'.join(f'  {error!r}' for error in errors)
             raise _Reject(500, f'{count} validation error{"s" if count != 1 else ""}:\n{listing}',
                           'internal_server_error') from None
+        self.grammar = None
+        if 'grammar' in body:
+            self._check_grammar(request, body)
         if request.tool_choice is not None and not request.tools:
             raise _Reject(400, "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
                                'specified.', 'invalid_request_error')
@@ -175,6 +186,23 @@ class StrictServer:
                 pending.add(call['id'])
         return request
 
+    def _check_grammar(self, request: _Request, body: Mapping[str, Any]) -> None:
+        if self.flavour != 'llama-server':
+            raise _Reject(500, '1 validation error:\n  grammar: llama-cpp-python takes a grammar in this test server '
+                               'only as llama-server does', 'internal_server_error')
+        grammar = body['grammar']
+        if not isinstance(grammar, str):
+            raise _Reject(400, '[json.exception.type_error.302] type must be string, but is ' + type(grammar).__name__,
+                          'invalid_request_error')
+        if 'json_schema' in body or 'response_format' in body:
+            raise _Reject(400, 'Cannot use both json_schema and grammar', 'invalid_request_error')
+        if request.tools and request.tool_choice != 'none':
+            raise _Reject(400, 'Cannot use custom grammar constraints with tools.', 'invalid_request_error')
+        try:
+            self.grammar = Grammar(grammar)
+        except GrammarError as exc:
+            raise _Reject(400, f'Failed to parse grammar: {exc}', 'invalid_request_error') from None
+
     # --- replies -----------------------------------------------------------------------------------------------
 
     def reply(self, request: _Request, body: Mapping[str, Any]) -> tuple[str | None, list[dict[str, str]]]:
@@ -185,6 +213,11 @@ class StrictServer:
         calls = _calls(entry, len(self.requests))
         choice = request.tool_choice
         if self.flavour == 'llama-server':
+            if self.grammar is not None:
+                grammar, self.grammar = self.grammar, None
+                if calls or not grammar.matches(str(entry)):
+                    raise _Reject(500, f"strict test server: the script's reply {str(entry)[:200]!r} is outside "
+                                       "the request's grammar", 'internal_server_error')
             if choice == 'required' and not calls:
                 raise _Reject(500, 'strict test server: tool_choice=required, but the script has text',
                               'internal_server_error')

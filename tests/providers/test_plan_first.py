@@ -12,9 +12,10 @@ import pytest
 from typing_extensions import TypedDict
 
 from toolweave import Agent, Tool, Toolset, UserError, tool, validate_plan
-from toolweave.models import OpenAIChatModel, RetryPolicy
+from toolweave.models import ModelSettings, OpenAIChatModel, RetryPolicy
 from toolweave.plan import planning_instructions
 from toolweave.plan._meta import plan_first_instructions
+from toolweave.plan._plan_grammar import constrained_grammar
 from toolweave.plan._plan_schema import constrained_schema
 
 from .strict_server import StrictServer, serve
@@ -186,7 +187,7 @@ def test_plan_first_instructions_list_the_tools_as_signatures() -> None:
 
 # --- plan-first mode -----------------------------------------------------------------------------------------------
 
-async def test_plan_first_with_a_grammar_sends_the_schema_then_asks_for_the_answer(
+async def test_plan_first_on_llama_server_sends_the_plan_grammar_then_asks_for_the_answer(
         strict: Start, connect: Callable[[StrictServer], OpenAIChatModel]) -> None:
     server = strict([json.dumps(GOOD_PLAN), 'Aero 14 is in stock; the cheapest is Nimbus 13.'],
                     flavour='llama-server')
@@ -197,23 +198,52 @@ async def test_plan_first_with_a_grammar_sends_the_schema_then_asks_for_the_answ
     assert result.usage.llm_calls == 2 and len(result.plan_runs) == 1
     assert [s.status for s in result.plan_runs[0].steps] == ['succeeded'] * 3
     first, second = server.requests
-    assert 'tools' not in first and first['response_format']['json_schema']['schema'] == constrained_schema(TOOLS)
+    assert 'tools' not in first and 'response_format' not in first
+    assert first['grammar'] == constrained_grammar(TOOLS)
     assert '- get_stock(product_id: string)' in first['messages'][0]['content']
-    assert 'tools' not in second and 'response_format' not in second
+    assert 'tools' not in second and 'response_format' not in second and 'grammar' not in second
     assert second['messages'][-1]['role'] == 'tool' and 'Nimbus 13' in second['messages'][-1]['content']
+
+
+async def test_plan_first_keeps_the_model_s_own_extra_body_beside_the_grammar(
+        strict: Start) -> None:
+    server = strict([json.dumps(GOOD_PLAN), 'Done.'], flavour='llama-server')
+    async with OpenAIChatModel('qwen', base_url=server.base_url, provider='llamacpp', api_key_env=None,
+                               settings=ModelSettings(extra_body={'top_k': 20})) as model:
+        agent = Agent(model, tools=TOOLS, tool_planning=True, plan_first=True,
+                      settings=ModelSettings(extra_body={'min_p': 0.05}))
+        await agent.run('Which laptops are in stock?')
+    first, second = server.requests
+    # The agent's extra_body replaces the model's as a whole (as everywhere); the grammar joins both.
+    assert first['top_k'] == 20 and first['min_p'] == 0.05 and 'grammar' in first
+    assert 'top_k' not in second and second['min_p'] == 0.05 and 'grammar' not in second
+
+
+async def test_plan_first_on_another_local_server_sends_the_constrained_schema(strict: Start) -> None:
+    server = strict([json.dumps(GOOD_PLAN), 'Done.'], flavour='llama-server')
+    async with OpenAIChatModel('qwen', base_url=server.base_url, provider='openai-compatible',
+                               api_key_env=None) as model:
+        agent = Agent(model, tools=TOOLS, tool_planning=True, plan_first=True)
+        assert agent.plan_first == 'response_format' and not model.takes_grammar
+        result = await agent.run('Which laptops are in stock?')
+    assert result.output == 'Done.' and len(result.plan_runs) == 1
+    first = server.requests[0]
+    assert 'grammar' not in first and first['response_format']['json_schema']['schema'] == constrained_schema(TOOLS)
 
 
 async def test_an_invalid_plan_gets_one_more_try_then_the_run_goes_tool_by_tool(
         strict: Start, connect: Callable[[StrictServer], OpenAIChatModel]) -> None:
-    bad = json.dumps({'steps': [{'id': 's1', 'tool': 'get_stock', 'arguments': {'product_id': '$item'}}]})
+    # What the plan grammar cannot rule out: a JMESPath expression that does not parse.
+    bad = json.dumps({'steps': [{'id': 's1', 'tool': 'search_products', 'arguments': {'query': 'laptop'}},
+                                {'id': 's2', 'from': '$ref:s1', 'select': '[?price_usd <'}]})
     server = strict([bad, bad, {'tool': 'get_stock', 'arguments': {'product_id': 'L1'}}, 'L1: 12 units.'],
                     flavour='llama-server')
     agent = Agent(connect(server), tools=TOOLS, tool_planning=True, plan_first='response_format')
     result = await agent.run('Stock of L1?')
     assert result.output == 'L1: 12 units.' and result.plan_runs == ()
-    assert ['response_format' in r for r in server.requests] == [True, True, False, False]
+    assert ['grammar' in r for r in server.requests] == [True, True, False, False]
     problem = server.requests[1]['messages'][-1]['content']
-    assert problem.startswith('Error: Plan execution failed:') and '$item' in problem and len(problem) < 1200
+    assert problem.startswith('Error: Plan execution failed:') and "'s2'" in problem and len(problem) < 1200
     assert [t['function']['name'] for t in server.requests[2]['tools']] == [
         'search_products', 'get_stock', 'convert_currency', 'execute_tool_plan']
 

@@ -10,6 +10,8 @@ are over.
 
 from __future__ import annotations
 
+import functools
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -25,7 +27,8 @@ from toolweave.agent._process import AgentProcess, current_process
 from toolweave.exceptions import ModelError
 from toolweave.models import ModelResponse, ModelSettings, ResponseChunk, ToolCall, ToolCallChunk
 from toolweave.plan import PlanEvent, PlanRun, PlanTool
-from toolweave.plan._plan_schema import constrained_schema
+from toolweave.plan._plan_grammar import constrained_grammar
+from toolweave.plan._plan_schema import SchemaTooLarge, constrained_schema
 from toolweave.plan._stream import PlanStream
 from toolweave.tools import DelegatingTool, Tool, ToolArguments, ToolCallContext, ToolDefinition, ToolResult, Toolset
 
@@ -38,6 +41,8 @@ __all__ = ('PLAN_FIRST_ATTEMPTS', 'AgentPlanTool', 'EagerPlans', 'PlanFirst', 'P
 _streamed: ContextVar[list[tuple[PlanTool, PlanStream]] | None] = ContextVar('toolweave_streamed_plan', default=None)
 """The stream of the plan call the loop is running, in a box the plan tool empties (so no call nested in it sees
 the stream)."""
+
+logger = logging.getLogger('toolweave.agent')
 
 
 def forward_plan_event(event: PlanEvent) -> None:
@@ -185,6 +190,16 @@ PlanFirstMode: TypeAlias = Literal['tool_choice', 'response_format']
 honour a named tool choice); `response_format` asks for the plan as the reply's JSON text under the constrained
 plan schema (`constrained_schema`), which a local server compiles to a grammar."""
 
+@functools.lru_cache(maxsize=16)
+def _plan_grammar(tools: tuple[Tool, ...]) -> str | None:
+    """The plan grammar for these tools, built once per toolset (tens of milliseconds); `None` when it would be
+    too large, and the constrained JSON schema serves."""
+    try:
+        return constrained_grammar(tools)
+    except SchemaTooLarge as exc:
+        logger.info('plan-first sends the constrained JSON schema, not the plan grammar: %s', exc)
+        return None
+
 PLAN_FIRST_ATTEMPTS = 2
 """Plans a plan-first run asks for before it falls back to calling tools one by one: the first, and one more
 after the problems of an invalid one went back."""
@@ -194,11 +209,16 @@ class PlanFirst:
     """One plan-first run: the first replies must be one plan (at most `PLAN_FIRST_ATTEMPTS`, until one is valid),
     then the model may only answer from the results. If no plan was valid, the run goes on tool by tool."""
 
-    def __init__(self, tool: AgentPlanTool, process: AgentProcess, mode: PlanFirstMode) -> None:
+    def __init__(self, tool: AgentPlanTool, process: AgentProcess, mode: PlanFirstMode, *,
+                 grammar_body: Mapping[str, Any] | None = None) -> None:
         self.tool = tool
         self.process = process
         self.mode = mode
         self.schema = constrained_schema(tool.toolset_tools()) if mode == 'response_format' else None
+        self.grammar = _plan_grammar(tuple(tool.toolset_tools())) if (
+            mode == 'response_format' and grammar_body is not None) else None
+        self._grammar_body = grammar_body or {}
+        """The model's own `extra_body`, which a request's `extra_body` replaces as a whole."""
         self.attempts = 0
         self._planning = False
         """Whether the reply being asked for is to be a plan."""
@@ -223,6 +243,10 @@ class PlanFirst:
             return definitions, replace(settings or ModelSettings(), tool_choice='none')
         self.attempts += 1
         self._planning = True
+        if self.grammar is not None:
+            base = settings or ModelSettings()
+            body = {**self._grammar_body, **(base.extra_body or {}), 'grammar': self.grammar}
+            return [], replace(base, response_format=None, extra_body=body, text_tool_calls=False)
         if self.schema is not None:
             return [], replace(settings or ModelSettings(), response_format=self.schema, text_tool_calls=False)
         forced = [d for d in definitions if d.name != self.tool.name] + [self.tool.definition]

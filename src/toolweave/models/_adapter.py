@@ -321,6 +321,13 @@ class SdkAdapter(ABC, Generic[ClientT]):
         machine): calls written as text are read as calls, and timed-out requests are not sent again."""
         return False
 
+    @property
+    def takes_grammar(self) -> bool:
+        """Whether the server constrains a reply to a GBNF grammar sent as `extra_body={'grammar': ...}`
+        (llama.cpp's `llama-server`): plan-first mode then sends the plan grammar (`constrained_grammar`),
+        which types each reference by the step it names, instead of the constrained JSON schema."""
+        return False
+
     def _unhonoured_choice(self, request: dict[str, Any], response: ModelResponse) -> dict[str, Any] | None:
         """When the reply shows that the server ignored the request's tool choice: the request to send instead
         (or `None`, also when the choice was honoured)."""

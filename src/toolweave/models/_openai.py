@@ -174,6 +174,10 @@ class OpenAIChatModel(SdkAdapter[openai.AsyncOpenAI]):
         return host in ('localhost', '::1') or host.endswith('.localhost') or host.startswith('127.')
 
     @property
+    def takes_grammar(self) -> bool:
+        return self.provider == 'llamacpp'
+
+    @property
     def honours_named_tool_choice(self) -> bool:
         """Whether the server is known to honour a named `tool_choice`: not once a reply showed it did not
         (llama.cpp's `llama-server` takes only 'auto', 'none' and 'required'); such requests are then sent as
