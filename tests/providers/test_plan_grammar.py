@@ -145,13 +145,12 @@ def test_every_plan_the_grammar_admits_validates(name: str) -> None:
     kinds: set[str] = set()
     for _ in range(300):
         text = grammar.sample(rng)
+        assert grammar.matches(text)  # the reader agrees with itself
         plan = json.loads(text)
         problems = validate_plan(text, Toolset(tools))
         assert _only_expression_problems(problems), (problems, text)
-        for step in plan['steps']:
-            kinds.add('for_each' if 'for_each' in step else 'tool' if 'tool' in step else
-                      'select' if 'select' in step else 'shape')
-            assert grammar.matches(text)
+        kinds.update('for_each' if 'for_each' in step else 'tool' if 'tool' in step else
+                     'select' if 'select' in step else 'shape' for step in plan['steps'])
     assert kinds == {'tool', 'for_each', 'select', 'shape'}  # the samples reached every kind of step
 
 

@@ -19,7 +19,8 @@ from toolweave.plan._model import (
     StepStatus,
 )
 from toolweave.plan._parse import parse_plan
-from toolweave.plan._plan_schema import PlanSchema, SchemaTooLarge
+from toolweave.plan._plan_grammar import constrained_grammar
+from toolweave.plan._plan_schema import PlanSchema, SchemaTooLarge, constrained_schema
 from toolweave.plan._record import ItemRecord, PlanEvent, PlanRun, StepRecord
 from toolweave.plan._retry import Retries, with_retries
 from toolweave.plan._review import review_request
@@ -28,6 +29,8 @@ from toolweave.plan._validate import validate_plan
 
 __all__ = (
     'Condition',
+    'constrained_grammar',
+    'constrained_schema',
     'Dialect',
     'ItemRecord',
     'MissingField',
