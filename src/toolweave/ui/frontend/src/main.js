@@ -157,7 +157,7 @@ function jsonEditor(tool, initial, onState) {
     area.classList.toggle('bad', !answer.ok);
     problems.className = answer.ok ? 'problems ok' : 'problems';
     problems.textContent = answer.ok
-      ? (answer.checked ? `Fits the input schema of ${tool}.` : 'A JSON object (no schema known: start the UI with --tools to check it).')
+      ? (answer.checked ? `Valid arguments for ${tool}: checked as its call will check them.` : 'A JSON object (no schema known: start the UI with --tools to check it).')
       : (answer.problems || [answer.error]).join('\n');
     onState(editor);
   }
