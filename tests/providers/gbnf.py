@@ -7,7 +7,6 @@ language, and draws random texts from it, to test what the plan grammar admits w
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import dataclass
 from functools import cache
 
@@ -224,7 +223,6 @@ class Grammar:
     def matches(self, text: str) -> bool:
         """Whether `text`, whole, is in the grammar's language."""
         rules = self.rules
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
 
         @cache
         def ends(node: Node, start: int) -> frozenset[int]:
