@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from tests.providers.gbnf import Grammar
 
 import toolweave
+from providers.gbnf import Grammar
 from toolweave import PlanTool, validate_plan
 from toolweave.plan import SchemaTooLarge
 from toolweave.plan._plan_grammar import constrained_grammar

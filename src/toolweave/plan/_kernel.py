@@ -1062,12 +1062,8 @@ class Run:
 
     def result(self, max_output_chars: int | None) -> PlanRun:
         """The run's record as it stands."""
-        prepared = self.prepared
-        levels: list[list[str]] = [[] for _ in range(max(prepared.waves, default=-1) + 1)]
-        for step, wave in zip(prepared.plan.steps, prepared.waves, strict=True):
-            levels[wave].append(step.id)
-        return PlanRun(prepared.plan, tuple(self.records), tuple(map(tuple, levels)), self.t0,
-                       perf_counter() - self.t0, max_output_chars=max_output_chars)
+        return PlanRun(self.prepared.plan, tuple(self.records), self.t0, perf_counter() - self.t0,
+                       max_output_chars=max_output_chars)
 
 
 def _bound(extension: Extension, record: StepRecord, item: ItemRecord | None, proceed: Call) -> Call:

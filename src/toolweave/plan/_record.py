@@ -308,8 +308,6 @@ class PlanRun:
     plan: Plan
     steps: tuple[StepRecord, ...]
     """One record per step, in plan order."""
-    waves: tuple[tuple[str, ...], ...]
-    """Step ids by dependency level (for display; scheduling is eager, not wave by wave)."""
     started_at: float
     """`time.perf_counter()` when the run started."""
     duration: float
@@ -335,6 +333,15 @@ class PlanRun:
     """Steps waiting for a decision (see `ApprovalPending`); their dependents are `waiting`."""
     waiting: int = field(init=False)
     """Steps that did not start because a step they depend on is parked."""
+
+    @cached_property
+    def waves(self) -> tuple[tuple[str, ...], ...]:
+        """Step ids by dependency level, in plan order within a level (for display; scheduling is eager, not wave
+        by wave). Built when first read: a run keeps no tuple per level that nobody asks for."""
+        levels: dict[int, list[str]] = {}
+        for record in self.steps:
+            levels.setdefault(record.wave, []).append(record.id)
+        return tuple(tuple(levels[wave]) for wave in sorted(levels))
 
     def __post_init__(self) -> None:
         counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0,

@@ -66,6 +66,23 @@ _AFTER_PREFIX: Final = len(PREFIX)
 _UNCLOSED = re.compile(r'\{\{\s*\$(ref:|item|index)')
 
 
+_KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_MAX_KEYS = 4096
+
+
+def _shared_keys(keys: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One tuple for each set of argument names that hold references (`('inputs',)`), shared by the steps and
+    plans that have it: a tuple per step that lives as long as its plan is work for the garbage collector. At most
+    `_MAX_KEYS` are kept (plans choose the names)."""
+    shared = _KEYS.get(keys)
+    if shared is not None:
+        return shared
+    if len(_KEYS) < _MAX_KEYS and all(type(key) is str for key in keys):
+        _KEYS[keys] = keys
+    return keys
+
+
+
 @dataclass(slots=True)
 class RefTable:
     """Every distinct reference text of a plan, parsed and bound."""
@@ -164,7 +181,7 @@ class Scanner:
         rewrite: Rewrite
         if type(arguments) is dict and '$ref' not in arguments:
             keys: list[Any] = []
-            rewrite = tuple(keys) if self.mapping(arguments, keys) else False
+            rewrite = _shared_keys(tuple(keys)) if self.mapping(arguments, keys) else False
         else:
             rewrite = self.node(arguments)
         problems = self.problems

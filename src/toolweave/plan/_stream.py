@@ -275,8 +275,7 @@ class PlanStream:
         if result is None or not self._early.started:
             return None
         started = tuple(record for record in result.steps if record.index in self._early.started)
-        early = PlanRun(Plan(tuple(record.step for record in started)), started,
-                        (tuple(record.id for record in started),), result.started_at, result.duration,
+        early = PlanRun(Plan(tuple(record.step for record in started)), started, result.started_at, result.duration,
                         max_output_chars=self.options.max_output_chars, name=self.name,
                         eager=tuple(record.id for record in started))
         if self._log is not None:

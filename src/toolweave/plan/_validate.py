@@ -50,6 +50,20 @@ MAX_LISTED = 10
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
 """Meta-tools a plan step may never call: plans do not nest."""
 _NO_DEPS: tuple[int, ...] = ()
+_SINGLES: list[tuple[int]] = []
+_MAX_SINGLES = 1 << 16
+
+
+def _single(index: int) -> tuple[int, ...]:
+    """`(index,)`, shared by every plan: most steps depend on one step and have one dependent, and a tuple each that
+    lives as long as its plan is work for the garbage collector (with a thousand plans in flight, a large part of
+    it). Shared up to `_MAX_SINGLES`; beyond it, a new tuple."""
+    if index < len(_SINGLES):
+        return _SINGLES[index]
+    if index >= _MAX_SINGLES:
+        return (index,)
+    _SINGLES.extend((i,) for i in range(len(_SINGLES), index + 1))
+    return _SINGLES[index]
 
 
 class RunsPlans:
@@ -427,7 +441,7 @@ class Validator:
         if not found:
             self.deps.append(_NO_DEPS)
         elif len(found) == 1:
-            self.deps.append((found[0],))
+            self.deps.append(_single(found[0]))
         else:
             self.deps.append(tuple(dict.fromkeys(found)))
         return bool(messages)
@@ -698,7 +712,8 @@ def _graph(plan: Plan, deps: list[tuple[int, ...]],
             flat[fill[d]] = index
             fill[d] += 1
     del fill
-    dependents = [tuple(flat[starts[i] : starts[i + 1]]) if counts[i] else _NO_DEPS for i in range(n)]
+    dependents = [_NO_DEPS if not count else _single(flat[starts[i]]) if count == 1 else
+                  tuple(flat[starts[i] : starts[i + 1]]) for i, count in enumerate(counts)]
     remaining = [len(d) for d in deps]
     waves = [0] * n
     queue = [i for i in range(n) if not remaining[i]]
