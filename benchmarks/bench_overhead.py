@@ -119,6 +119,9 @@ class Case:
     runs: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """Every measured run's seconds, per runner."""
     bytes_per_step: dict[str, float] = field(default_factory=dict[str, float])
+    young_collections: dict[str, int] = field(default_factory=dict[str, int])
+    """Young-generation runs of the garbage collector during each runner's last measured run: how many objects a
+    runner keeps alive long enough for a collection to see them."""
 
     @property
     def label(self) -> str:
@@ -175,7 +178,9 @@ def _measure(case: Case, repeats: int, peer: bool) -> Case:
     for repeat in range(repeats):
         order = list(runners) if repeat % 2 == 0 else list(reversed(runners))  # alternate who runs first
         for name in order:
+            before = gc.get_stats()[0]['collections']
             case.runs[name].append(_timed(runners[name]))
+            case.young_collections[name] = gc.get_stats()[0]['collections'] - before
     for name, runs in case.runs.items():
         case.us_per_step[name] = statistics.median(runs) / case.total_steps * 1e6
     return case
@@ -279,6 +284,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     phases = anyio.run(_phases, SHAPES['random DAG'](size), size)
     print(f'\nphases of the {size}-step random DAG (us/step): '
           + ', '.join(f'{name} {us:.2f}' for name, us in phases.items()))
+    print('young garbage collections in one run of the concurrent cases (toolweave, floor): ' + '; '.join(
+        f'{c.tool} {c.label} {c.young_collections["toolweave"]}, {c.young_collections["floor"]}'
+        for c in cases if c.plans > 1))
     verdicts = {
         'noop': max(c.ratio() for c in cases if c.tool == 'noop'),
         'suspending': max((c.ratio() for c in cases if c.tool != 'noop'), default=float('nan')),
