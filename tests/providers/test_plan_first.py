@@ -17,6 +17,8 @@ from toolweave.plan import planning_instructions
 from toolweave.plan._meta import plan_first_instructions
 from toolweave.plan._plan_grammar import constrained_grammar
 from toolweave.plan._plan_schema import constrained_schema
+from toolweave.testing import FakeTool
+from toolweave.tools import ToolMetadata
 
 from .strict_server import StrictServer, serve
 
@@ -269,3 +271,21 @@ def test_plan_first_needs_tool_planning_and_a_known_mode() -> None:
     assert Agent(hosted, tools=TOOLS, tool_planning=True, plan_first=True).plan_first == 'tool_choice'
 
 
+
+
+async def test_plan_first_sends_the_schema_when_the_grammar_would_be_too_large(
+        strict: Start, connect: Callable[[StrictServer], OpenAIChatModel]) -> None:
+    def returning(index: int) -> Tool:
+        fields = {f'f{index}_{k}': {'type': 'number'} for k in range(4)}
+        return FakeTool(f't{index}', {f'f{index}_0': 1.0}, parameters={
+            'type': 'object', 'properties': {'x': {'type': 'number'}}, 'required': ['x']},
+            metadata=ToolMetadata(extra={'output_schema': {'type': 'object', 'properties': fields}}))
+
+    tools = [returning(i) for i in range(40)]  # 81 kinds of step output: a trie of 81^3 prefixes
+    plan = {'steps': [{'id': 's1', 'tool': 't0', 'arguments': {'x': 1}}]}
+    server = strict([json.dumps(plan), 'Done.'], flavour='llama-server')
+    agent = Agent(connect(server), tools=tools, tool_planning=True, plan_first=True)
+    result = await agent.run('Run t0.')
+    assert result.output == 'Done.' and len(result.plan_runs) == 1
+    first = server.requests[0]
+    assert 'grammar' not in first and first['response_format']['json_schema']['schema'] == constrained_schema(tools)
