@@ -188,7 +188,9 @@ class _Counted(DelegatingTool):
 PlanFirstMode: TypeAlias = Literal['tool_choice', 'response_format']
 """How plan-first mode makes the first reply a plan: `tool_choice` forces the plan tool by name (for servers that
 honour a named tool choice); `response_format` asks for the plan as the reply's JSON text under the constrained
-plan schema (`constrained_schema`), which a local server compiles to a grammar."""
+plan schema (`constrained_schema`), which a local server compiles to a grammar, or under the plan grammar
+(`constrained_grammar`) for a model that `takes_grammar` (llama.cpp's `llama-server`)."""
+
 
 @functools.lru_cache(maxsize=16)
 def _plan_grammar(tools: tuple[Tool, ...]) -> str | None:
@@ -199,6 +201,7 @@ def _plan_grammar(tools: tuple[Tool, ...]) -> str | None:
     except SchemaTooLarge as exc:
         logger.info('plan-first sends the constrained JSON schema, not the plan grammar: %s', exc)
         return None
+
 
 PLAN_FIRST_ATTEMPTS = 2
 """Plans a plan-first run asks for before it falls back to calling tools one by one: the first, and one more

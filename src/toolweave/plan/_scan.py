@@ -82,7 +82,6 @@ def _shared_keys(keys: tuple[Any, ...]) -> tuple[Any, ...]:
     return keys
 
 
-
 @dataclass(slots=True)
 class RefTable:
     """Every distinct reference text of a plan, parsed and bound."""

@@ -7,6 +7,7 @@ A valid plan comes out prepared for the executor: tools looked up, arguments com
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -51,6 +52,7 @@ PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
 """Meta-tools a plan step may never call: plans do not nest."""
 _NO_DEPS: tuple[int, ...] = ()
 _SINGLES: list[tuple[int]] = []
+_SINGLES_GROWING = threading.Lock()
 _MAX_SINGLES = 1 << 16
 
 
@@ -62,7 +64,9 @@ def _single(index: int) -> tuple[int, ...]:
         return _SINGLES[index]
     if index >= _MAX_SINGLES:
         return (index,)
-    _SINGLES.extend((i,) for i in range(len(_SINGLES), index + 1))
+    with _SINGLES_GROWING:  # plans are validated in worker threads too: one grows the list at a time
+        start = len(_SINGLES)
+        _SINGLES.extend([(i,) for i in range(start, index + 1)])  # one C call: readers see a whole prefix
     return _SINGLES[index]
 
 
