@@ -15,8 +15,7 @@ import pytest
 import toolweave
 from providers.gbnf import Grammar
 from toolweave import PlanTool, validate_plan
-from toolweave.plan import SchemaTooLarge
-from toolweave.plan._plan_grammar import constrained_grammar
+from toolweave.plan import SchemaTooLarge, constrained_grammar
 from toolweave.testing import FakeTool
 from toolweave.tools import ToolMetadata
 

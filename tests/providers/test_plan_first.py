@@ -13,10 +13,8 @@ from typing_extensions import TypedDict
 
 from toolweave import Agent, Tool, Toolset, UserError, tool, validate_plan
 from toolweave.models import ModelSettings, OpenAIChatModel, RetryPolicy
-from toolweave.plan import planning_instructions
+from toolweave.plan import constrained_grammar, constrained_schema, planning_instructions
 from toolweave.plan._meta import plan_first_instructions
-from toolweave.plan._plan_grammar import constrained_grammar
-from toolweave.plan._plan_schema import constrained_schema
 from toolweave.testing import FakeTool
 from toolweave.tools import ToolMetadata
 

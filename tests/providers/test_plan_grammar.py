@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from toolweave import Tool, Toolset, tool, validate_plan
-from toolweave.plan import SchemaTooLarge
-from toolweave.plan._plan_grammar import MAX_GRAMMAR_CHARS, constrained_grammar
+from toolweave.plan import SchemaTooLarge, constrained_grammar
+from toolweave.plan._plan_grammar import MAX_GRAMMAR_CHARS
 from toolweave.testing import FakeTool
 from toolweave.tools import ToolMetadata
 

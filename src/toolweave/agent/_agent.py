@@ -436,11 +436,12 @@ class Agent:
 
         eager = partial(eager_plans, plan_tool) if self.eager_plans and plan_tool is not None else None
         mode = self.plan_first
-        own = getattr(self.model, 'settings', None)
-        body = dict(own.extra_body or {}) if isinstance(own, ModelSettings) else {}
-        grammar = body if getattr(self.model, 'takes_grammar', False) else None
-        first = None if mode is None or plan_tool is None else partial(PlanFirst, plan_tool, mode=mode,
-                                                                         grammar_body=grammar)
+        first = None
+        if mode is not None and plan_tool is not None:
+            own = getattr(self.model, 'settings', None)
+            body = dict(own.extra_body or {}) if isinstance(own, ModelSettings) else {}
+            first = partial(PlanFirst, plan_tool, mode=mode,
+                            grammar_body=body if getattr(self.model, 'takes_grammar', False) else None)
         return LoopTools(definitions, run_tools.find, available, lambda tool: tool is not plan_tool,
                          run_tools.after_call, eager, first)
 

@@ -217,9 +217,11 @@ class PlanFirst:
         self.tool = tool
         self.process = process
         self.mode = mode
-        self.schema = constrained_schema(tool.toolset_tools()) if mode == 'response_format' else None
-        self.grammar = _plan_grammar(tuple(tool.toolset_tools())) if (
-            mode == 'response_format' and grammar_body is not None) else None
+        self.written = mode == 'response_format'
+        """Whether the plan comes as the reply's text (under the plan grammar or the constrained schema)."""
+        tools = tuple(tool.toolset_tools())
+        self.grammar = _plan_grammar(tools) if self.written and grammar_body is not None else None
+        self.schema = constrained_schema(tools) if self.written and self.grammar is None else None
         self._grammar_body = grammar_body or {}
         """The model's own `extra_body`, which a request's `extra_body` replaces as a whole."""
         self.attempts = 0
@@ -240,7 +242,7 @@ class PlanFirst:
         if phase == 'tools':
             return definitions, settings
         if phase == 'answer':
-            if self.schema is not None:  # a local server: no tool definitions in the prompt at all
+            if self.written:  # a local server: no tool definitions in the prompt at all
                 return [], settings
             # Hosted APIs want the tools of the calls in the history defined (Anthropic does): offer, forbid.
             return definitions, replace(settings or ModelSettings(), tool_choice='none')
@@ -257,7 +259,7 @@ class PlanFirst:
 
     def reply(self, response: ModelResponse) -> ModelResponse:
         """The reply as the loop handles it: a plan written as JSON text becomes a call of the plan tool."""
-        if not self._planning or self.schema is None or response.tool_calls or not (response.text or '').strip():
+        if not self._planning or not self.written or response.tool_calls or not (response.text or '').strip():
             return response
         call = ToolCall(f'call_{uuid.uuid4().hex[:24]}', self.tool.name, response.text or '')
         return ModelResponse(None, (call,), response.usage, response.model_name, response.truncated)

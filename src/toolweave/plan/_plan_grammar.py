@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolweave.plan._plan_schema import (
+    _IDENT,
     CONSTRAINED_MAX_STEPS,
     MAX_DEPTH,
     SHAPE_OPERATORS,
@@ -78,7 +79,7 @@ def _shape(schema: Any, root: Mapping[str, Any], depth: int = 0) -> _Shape:
         properties = leaf.get('properties')
         if isinstance(properties, Mapping):
             for name, sub in properties.items():
-                if isinstance(name, str) and _is_identifier(name) and name not in fields:
+                if isinstance(name, str) and _IDENT.match(name) and name not in fields:
                     fields[name] = _shape(sub, root, depth + 1)
         if items is None and isinstance(leaf.get('items'), Mapping):
             items = _shape(leaf['items'], root, depth + 1)
@@ -94,11 +95,6 @@ def _leaves(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> I
             yield from _leaves(_resolved(branch, root), root, depth + 1)
     else:
         yield schema
-
-
-def _is_identifier(name: str) -> bool:
-    return 0 < len(name) <= 40 and (name[0].isalpha() or name[0] == '_') and name.isascii() and \
-        all(c.isalnum() or c == '_' for c in name)
 
 
 def _fits(kinds: frozenset[str] | None, wanted: frozenset[str] | None) -> bool:
