@@ -10,15 +10,16 @@ Tools: `noop` returns a constant and never suspends (everything measured is the 
 once (`anyio.sleep(0)`: one turn of the event loop, like a call that is answered at once); `sleep` waits 1 ms.
 Shapes: a chain, a fan-out (n - 1 independent steps and one step reading all of them) and a seeded random DAG
 (width 100, up to 3 references per step); single plans of 1k to 100k steps (`noop`), 1k and 10k (`yield`), 1k
-(`sleep`), and 1,000 plans of 100 steps (chain, and random DAG of width 10) started at once.
+(`sleep`), and 1,000 plans of 100 steps (chain, and random DAG of width 10) started at once, each plan its own
+dict (as a server's plans are: each read from its model's reply).
 
 Reported per case: microseconds per step (median over the repeats, wall clock), the floor's, and their ratio;
 memory per step (tracemalloc peak / steps, one run each); the phases of a 10k-step random DAG; and, when
 LangGraph is installed (`pip install -e '.[bench]'`), LangGraph on the 1k-step single plans (a peer, in the
 same run).
 
-Goals: with `noop` tools, toolweave <= 1.15x the floor; with suspending tools, <= 1.2x; memory per step at
-100k steps <= 1.3x the floor's.
+Goals: with `noop` tools, toolweave <= 1.15x the floor; with suspending tools, <= 1.2x; memory per step (100k-step
+plans and the 1,000 concurrent `noop` plans) <= 1.3x the floor's.
 
 Run: `python -m benchmarks.bench_overhead` (about five minutes), `--quick` (seconds), `--no-gc` (the cyclic garbage
 collector off while measuring).
@@ -28,6 +29,7 @@ Writes `benchmarks/results/overhead.json` (or `--output PATH`).
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import json
 import platform
@@ -141,19 +143,22 @@ class Case:
 
 def _runners(case: Case) -> dict[str, Callable[[], Awaitable[Any]]]:
     plan = (CONCURRENT_SHAPES if case.plans > 1 else SHAPES)[case.shape](case.steps)
+    # Concurrent plans are each their own dict, as a server's plans are (each read from its model's reply), so that
+    # every runner holds and walks what a plan is while it runs; made before anything is measured.
+    plans = [plan] if case.plans == 1 else [copy.deepcopy(plan) for _ in range(case.plans)]
     tool = TOOLS[case.tool]()
     toolset = as_toolset([tool])
     tools = {tool.name: tool}
 
     async def toolweave() -> None:
-        runs = [run_plan(plan, toolset, max_steps=case.steps) for _ in range(case.plans)]
+        runs = [run_plan(each, toolset, max_steps=case.steps) for each in plans]
         if case.plans == 1:
             assert (await runs[0]).succeeded == case.steps
         else:
             await gather(runs)
 
     async def floor() -> None:
-        await gather([run_floor(plan, tools) for _ in range(case.plans)])
+        await gather([run_floor(each, tools) for each in plans])
 
     return {'toolweave': toolweave, 'floor': floor}
 
@@ -274,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for case in _cases(args.quick):
         peer = peers and case.plans == 1 and case.steps == 1_000 and case.tool != 'sleep'
         _measure(case, max(1, repeats // 2) if case.steps >= 100_000 else repeats, peer)
-        if not args.no_memory and case.tool == 'noop' and case.steps == max(c.steps for c in _cases(args.quick)):
+        if not args.no_memory and case.tool == 'noop' and (case.plans > 1 or case.steps == max(
+                c.steps for c in _cases(args.quick))):
             _memory(case)
         cases.append(case)
         print(f'  {case.tool:<6} {case.label:<18} {case.steps:>7}: {case.us_per_step["toolweave"]:7.2f} us/step, '

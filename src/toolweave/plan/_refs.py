@@ -24,6 +24,7 @@ from toolweave._json import compact
 __all__ = (
     'EMBEDDED',
     'ID_PATTERN',
+    'IDS_PATTERN',
     'INDEX',
     'INDEX_POSITION',
     'ITEM',
@@ -44,6 +45,8 @@ __all__ = (
 
 ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
 """Step ids: the same rule as tool names."""
+IDS_PATTERN = re.compile(r'(?:[A-Za-z0-9_-]{1,64}\n)*')
+"""Step ids, each followed by a newline: a plan's ids checked in one pass (see `valid_ids`)."""
 
 PREFIX = '$ref:'
 EMBEDDED = re.compile(r'\\\{\{|\{\{\s*(\$ref:|\$item\b|\$index\b)(.*?)\s*\}\}')

@@ -12,7 +12,7 @@ reviewer's approval of a call covers its attempts (the same call, tried again), 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -22,6 +22,7 @@ from toolweave._checks import check_number
 from toolweave.exceptions import UserError
 from toolweave.plan._kernel import Call, Extension, Run
 from toolweave.plan._record import ItemRecord, StepRecord, cut
+from toolweave.plan._validate import each_tool
 from toolweave.tools import DelegatingTool, FunctionTool, Tool, ToolDefinition, function_tool
 
 if TYPE_CHECKING:
@@ -207,10 +208,9 @@ class RetryCalls(Extension):
         return result
 
 
-def retrying(tools: Any, policy: Retries | None) -> list[Extension]:
+def retrying(tools: Sequence[Tool | None], policy: Retries | None) -> list[Extension]:
     """The `RetryCalls` extension a run needs: when it has a policy, or one of its tools does (none otherwise)."""
     if policy is None:
-        distinct = {id(tool): tool for tool in tools if tool is not None}  # a plan calls few tools, many times
-        if all(retries_of(tool) is None for tool in distinct.values()):
+        if all(retries_of(tool) is None for tool in each_tool(tools)):
             return []
     return [RetryCalls(policy)]

@@ -38,7 +38,7 @@ from toolweave.plan._model import Plan
 from toolweave.plan._options import DEFAULT_MAX_STEPS
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import ItemRecord, StepRecord
-from toolweave.plan._validate import Prepared, as_toolset, prepare
+from toolweave.plan._validate import Prepared, as_toolset, each_tool, prepare
 from toolweave.tools import Tool, ToolCallContext, Toolset, ToolsetItem
 
 if TYPE_CHECKING:
@@ -136,12 +136,8 @@ def reviewing(prepared: Prepared, decided: Decided | None = None,
     decisions = decided.decisions if decided is not None else {}
     if decisions or item_decisions or item_parks:
         return [Review(decisions, item_decisions, item_parks)]
-    seen: set[int] = set()
-    for tool in prepared.tools:
-        if tool is not None and id(tool) not in seen:
-            seen.add(id(tool))
-            if tool.requires_approval:
-                return [Review()]
+    if any(tool.requires_approval for tool in each_tool(prepared.tools)):
+        return [Review()]
     return []
 
 

@@ -292,11 +292,19 @@ class Scanner:
         return False
 
     def mapping(self, value: dict[Any, Any], keys: list[Any] | None = None) -> bool:
-        """Whether `value` holds references; `keys` (the top level only) collects the keys whose values do."""
+        """Whether `value` holds references; `keys` (the top level only) collects the keys whose values do.
+
+        The common shapes are read inline: a string that is a reference already bound (`whole`), a new
+        `"$ref:STEP"`, and a list of such strings. Anything else (paths, templates, nesting, problems) goes
+        the general way (`node`, `sequence`, `string`), which has the path at hand for its messages; what the
+        inline reading noted before it gave up (dependencies, bound references) is noted again, to the same
+        effect (dependencies are deduplicated, bindings are the same)."""
         rewrite = False
         trail = self.trail
         whole = self.table.whole
         strings = not self.index_dialect
+        quick = strings and self.check is None  # checked references take the general way
+        changed: bool | None
         for key, item in value.items():
             kind = type(item)
             if kind is str:
@@ -310,28 +318,56 @@ class Scanner:
                         trail.append(key)
                         self.special(ref)
                         trail.pop()
-                    rewrite = True
-                    if keys is not None:
-                        keys.append(key)
-                    continue
-                if item.startswith(PREFIX):
-                    if self.simple(item):
-                        rewrite = True
-                        if keys is not None:
-                            keys.append(key)
-                        continue
+                    changed = True
+                elif item.startswith(PREFIX) and self.simple(item):
+                    changed = True
                 elif not item.startswith('$') and '{{' not in item:
                     continue
-            elif kind is not dict and kind is not list:
+                else:
+                    changed = None
+            elif kind is list:
+                changed = self.references(item) if quick else None
+            elif kind is dict:
+                changed = None
+            else:
                 continue
-            trail.append(key)
-            changed = self.sequence(item) if kind is list else self.node(item)
-            trail.pop()
+            if changed is None:  # the general way
+                trail.append(key)
+                changed = self.node(item)
+                trail.pop()
             if changed:
                 rewrite = True
                 if keys is not None:
                     keys.append(key)
         return rewrite
+
+    def references(self, value: list[Any]) -> bool | None:
+        """A list of strings read quickly: whether it holds references, each bound already or a `"$ref:STEP"` naming
+        a step of the plan; `None` when it holds anything else (the general way then reads it)."""
+        whole = self.table.whole
+        ids = self.ids
+        deps = self.deps
+        found = False
+        for item in value:
+            if type(item) is not str:
+                return None
+            ref = whole.get(item)
+            if ref is not None:
+                position = ref[_POSITION]
+                if position < 0:
+                    return None
+                deps.append(position)
+                found = True
+            elif item.startswith(PREFIX):
+                named = ids.get(item[_AFTER_PREFIX:])
+                if named is None:
+                    return None
+                deps.append(named)
+                whole[item] = (item[_AFTER_PREFIX:], (), item, named)
+                found = True
+            elif item.startswith('$') or '{{' in item:
+                return None
+        return found
 
     def sequence(self, value: list[Any]) -> bool:
         rewrite = False

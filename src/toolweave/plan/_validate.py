@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import accumulate, islice
@@ -31,12 +31,12 @@ from toolweave.plan._parse import (
     step_label,
     too_many_steps,
 )
-from toolweave.plan._refs import ID_PATTERN
+from toolweave.plan._refs import ID_PATTERN, IDS_PATTERN
 from toolweave.plan._scan import Bound, RefTable, Rewrite, Scanner
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
-           'Validator', 'as_toolset', 'prepare', 'prepare_async', 'validate_plan')
+           'Validator', 'as_toolset', 'each_tool', 'prepare', 'prepare_async', 'validate_plan')
 
 DEFAULT_MAX_ITEMS = 100
 """Elements a `for_each` step may run over, unless the run says otherwise."""
@@ -68,6 +68,31 @@ def _single(index: int) -> tuple[int, ...]:
         start = len(_SINGLES)
         _SINGLES.extend([(i,) for i in range(start, index + 1)])  # one C call: readers see a whole prefix
     return _SINGLES[index]
+
+
+def each_tool(tools: Sequence[Tool | None]) -> Iterable[Tool]:
+    """The tools of `tools` (a plan's, per step) each once, in order, without the `None` of select steps: found in C,
+    as a plan calls a few tools many times."""
+    distinct = dict(zip(map(id, tools), tools, strict=True))
+    distinct.pop(id(None), None)
+    return distinct.values()  # type: ignore[return-value]  # the Nones are gone
+
+
+def _valid_ids(ids: Collection[str]) -> bool:
+    """Whether every id in `ids` is valid (`ID_PATTERN`), in one pass of the regex over them all joined by newlines
+    (which no valid id holds: an id with a newline in it adds a line, and fails the count)."""
+    joined = '\n'.join(ids) + '\n'
+    return joined.count('\n') == len(ids) and IDS_PATTERN.fullmatch(joined) is not None
+
+
+def _distinct(found: list[int]) -> tuple[int, ...]:
+    """The steps in `found` (in order of first appearance, with repeats) each once, as a tuple."""
+    count = len(found)
+    if count == 1 or (count == 2 and found[0] == found[1]):
+        return _single(found[0])
+    if count == 2:
+        return (found[0], found[1])
+    return tuple(dict.fromkeys(found)) if count else _NO_DEPS
 
 
 class RunsPlans:
@@ -159,22 +184,26 @@ async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_i
 
 
 def _light(steps: Iterable[PlanStep]) -> bool:
-    """Whether the steps' arguments and forms hold at most `INLINE_PREPARE_VALUES` values (counted until then)."""
+    """Whether the steps' arguments and forms hold at most `INLINE_PREPARE_VALUES` values (counted until then: a
+    container counts its elements, and only containers are walked into)."""
     left = INLINE_PREPARE_VALUES
     stack: list[Any] = []
     for step in steps:
-        stack.append(step.arguments)
         if step.forms is not None:
             stack.extend((step.source, step.for_each, step.when.source if step.when is not None else None))
-        while stack:
+        value: Any = step.arguments
+        while True:
+            if isinstance(value, (dict, list)):
+                left -= len(value)
+                if left < 0:
+                    return False
+                for item in value.values() if isinstance(value, dict) else value:
+                    kind = type(item)
+                    if kind is dict or kind is list or (kind is not str and isinstance(item, (dict, list))):
+                        stack.append(item)
+            if not stack:
+                break
             value = stack.pop()
-            left -= 1
-            if left < 0:
-                return False
-            if isinstance(value, dict):
-                stack.extend(value.values())
-            elif isinstance(value, list):
-                stack.extend(value)
     return True
 
 
@@ -319,7 +348,7 @@ class Validator:
         fullmatch = ID_PATTERN.fullmatch
         new = {step.id: index for index, step in enumerate(islice(steps, start, None), start)}
         if (len(new) == len(steps) - start and (not ids or ids.keys().isdisjoint(new))
-                and all(fullmatch(step_id) for step_id in new)):
+                and _valid_ids(new)):
             ids.update(new)  # the common case: unique, valid ids
             return
         for index in range(start, len(steps)):
@@ -394,8 +423,8 @@ class Validator:
 
     def _read_contracts(self, start: int) -> None:
         seen = self.seen
-        for tool in islice(self.resolved, start, None):
-            if tool is not None and id(tool) not in seen:
+        for tool in each_tool(self.resolved[start:]):
+            if id(tool) not in seen:
                 self._read_contract(tool)
 
     def _read_contract(self, tool: Tool) -> None:
@@ -442,12 +471,7 @@ class Validator:
             for message in messages:
                 self.problems.add(index, f'{label}: {message}')
         self.rewrite.append(changes)
-        if not found:
-            self.deps.append(_NO_DEPS)
-        elif len(found) == 1:
-            self.deps.append(_single(found[0]))
-        else:
-            self.deps.append(tuple(dict.fromkeys(found)))
+        self.deps.append(_distinct(found))
         return bool(messages)
 
     # --- a plan that streams in -------------------------------------------------------------------------------------
