@@ -145,11 +145,14 @@ class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
     __slots__ = ('check', 'deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known',
-                 'problems', 'step_index', 'suggest', 'table', 'trail')
+                 'problems', 'step_index', 'steps', 'suggest', 'table', 'trail')
 
-    def __init__(self, ids: Mapping[str, int], dialect: str,
+    def __init__(self, ids: Mapping[str, int], steps: Sequence[Any], dialect: str,
                  earlier: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.ids = ids
+        self.steps = steps
+        """The plan's steps so far, by position (`ids` gives positions): a bound reference names its step with the
+        step's own id string rather than a copy cut from the reference (a string fewer per reference)."""
         self.earlier = earlier or {}
         """Earlier plans of the same agent run, by name: their step records by step id."""
         self.external: list[Any] = []
@@ -363,7 +366,7 @@ class Scanner:
                 if named is None:
                     return None
                 deps.append(named)
-                whole[item] = (item[_AFTER_PREFIX:], (), item, named)
+                whole[item] = (self.steps[named].id, (), item, named)
                 found = True
             elif item.startswith('$') or '{{' in item:
                 return None
@@ -422,7 +425,7 @@ class Scanner:
             if dotted:
                 path = tuple(dotted[1:].split('.'))
         self.deps.append(position)
-        self.table.whole[value] = (step, path, value, position)
+        self.table.whole[value] = (self.steps[position].id, path, value, position)
         return True
 
     def string(self, value: str) -> bool:

@@ -274,7 +274,7 @@ class Validator:
         self.rewrite: list[Rewrite] = []
         self.deps: list[tuple[int, ...]] = []
         self.kinds: dict[int, StepKind] = {}
-        self.scanner = Scanner(self.ids, dialect, earlier)
+        self.scanner = Scanner(self.ids, self.steps, dialect, earlier)
         self.contracts = Contracts(self.resolved, self.steps)
         self.check_literals = False
         """Whether a tool of the plan restricts its arguments (literal arguments are then checked)."""
