@@ -164,6 +164,34 @@ async def test_whole_and_field_reference_to_one_step_is_one_dependency() -> None
     assert run.step('s1').depends_on == ()
 
 
+async def test_a_list_of_references_resolves_each_in_place_and_depends_on_each_step_once() -> None:
+    plan = {'steps': [{'id': 'b', 'tool': 'src', 'arguments': {}},
+                      {'id': 'a', 'tool': 'src', 'arguments': {}},
+                      {'id': 'all', 'tool': 'echo', 'arguments': {
+                          'l': ['$ref:a', '$ref:b', '$ref:a', 'plain', '$ref:b.k', 7, '$100'],
+                          'again': ['$ref:b', '$ref:a']}}]}
+    run = await toolweave.run_plan(plan, [FakeTool('src', '{"k": 1}'), echo_tool()])
+    assert run.step('all').depends_on == ('a', 'b')
+    assert run.step('all').arguments == {'l': [{'k': 1}, {'k': 1}, {'k': 1}, 'plain', 1, 7, '$100'],
+                                         'again': [{'k': 1}, {'k': 1}]}
+
+
+@pytest.mark.parametrize(('items', 'where', 'what'), [
+    (['$ref:a', '$ref:nope'], 'arguments.l[1]', "names step 'nope', which is not in the plan"),
+    (['$ref:a', '$item'], 'arguments.l[1]', 'only defined in the arguments of a step with "for_each"'),
+    (['$ref:a', '$ref:a.'], 'arguments.l[1]', 'malformed reference'),
+    (['$ref:a', {'deep': ['$ref:zzz']}], 'arguments.l[1].deep[0]', "names step 'zzz'"),
+])
+async def test_a_bad_reference_in_a_list_of_good_ones_is_reported_at_its_position(
+        items: list[Any], where: str, what: str) -> None:
+    plan = {'steps': [{'id': 'a', 'tool': 'src', 'arguments': {}},
+                      {'id': 'use', 'tool': 'echo', 'arguments': {'l': items}}]}
+    with pytest.raises(PlanValidationError) as info:
+        await toolweave.run_plan(plan, [FakeTool('src', '{}'), echo_tool()])
+    [problem] = info.value.problems
+    assert problem.startswith(f"steps[1] (id 'use'): {where}: ") and what in problem, problem
+
+
 async def test_reference_to_a_step_not_in_the_plan_is_a_validation_error() -> None:
     plan = {'steps': [{'id': 's1', 'tool': 'echo', 'arguments': '{"x": "$ref:missing_step"}'}]}
     tool = echo_tool()
