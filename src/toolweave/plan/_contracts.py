@@ -427,7 +427,7 @@ def _item_refs(value: Any, where: str, table: Any) -> Iterator[tuple[str, tuple[
     """`(field, bound reference)` for every `$item` reference in `value` (whole strings and spliced ones)."""
     if isinstance(value, str):
         bound = table.whole.get(value)
-        if bound is not None and bound[3] == ITEM_POSITION:
+        if bound is not None and not isinstance(bound, int) and bound[3] == ITEM_POSITION:
             yield where, bound
         for part in table.templates.get(value, ()):
             if not isinstance(part, str) and part[3] == ITEM_POSITION:

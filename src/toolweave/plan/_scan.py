@@ -38,13 +38,24 @@ from toolweave.plan._refs import (
     splice_text,
 )
 
-__all__ = ('DEFAULT_INPUT_LIMIT', 'Bound', 'RefTable', 'Resolver', 'Rewrite', 'Scanner')
+__all__ = ('DEFAULT_INPUT_LIMIT', 'Binding', 'Bound', 'RefTable', 'Resolver', 'Rewrite', 'Scanner', 'position_of')
 
 Bound = tuple[str, tuple[Segment, ...], str, int]
 """A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage
 collector stops tracking exact tuples of strings and ints, not `Ref` instances, and a plan holds one per
-distinct reference. `position` is the referenced step's index in the plan; below zero it is `ITEM_POSITION`,
+distinct reference with a path or to something other than a step of the plan (see `Binding`). `position` is the referenced step's index in the plan; below zero it is `ITEM_POSITION`,
 `INDEX_POSITION`, or `external_position(k)`: the k-th step of an earlier plan the plan refers to."""
+
+
+Binding = Bound | int
+"""What the table holds for a reference text: its `Bound`, or for the common `"$ref:STEP"` (the whole value of a step of
+this plan) that step's position alone, an int: no tuple per reference (the step and the text are at hand where it is
+read: the plan's steps, the table's key)."""
+
+
+def position_of(binding: Binding) -> int:
+    """The position of the step (or the special position) a binding refers to."""
+    return binding if isinstance(binding, int) else binding[_POSITION]
 
 
 def external_position(k: int) -> int:
@@ -86,7 +97,7 @@ def _shared_keys(keys: tuple[Any, ...]) -> tuple[Any, ...]:
 class RefTable:
     """Every distinct reference text of a plan, parsed and bound."""
 
-    whole: dict[str, Bound] = field(default_factory=dict[str, Bound])
+    whole: dict[str, Binding] = field(default_factory=dict[str, Binding])
     """`"$ref:STEP.PATH"` strings."""
     objects: dict[str, Bound] = field(default_factory=dict[str, Bound])
     """The values of `{"$ref": ...}` objects."""
@@ -315,7 +326,9 @@ class Scanner:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    if ref[_POSITION] >= 0:
+                    if isinstance(ref, int):
+                        self.deps.append(ref)
+                    elif ref[_POSITION] >= 0:
                         self.deps.append(ref[_POSITION])
                     else:
                         trail.append(key)
@@ -356,17 +369,18 @@ class Scanner:
                 return None
             ref = whole.get(item)
             if ref is not None:
-                position = ref[_POSITION]
-                if position < 0:
-                    return None
-                deps.append(position)
+                if not isinstance(ref, int):
+                    if ref[_POSITION] < 0:
+                        return None
+                    ref = ref[_POSITION]
+                deps.append(ref)
                 found = True
             elif item.startswith(PREFIX):
                 named = ids.get(item[_AFTER_PREFIX:])
                 if named is None:
                     return None
                 deps.append(named)
-                whole[item] = (self.steps[named].id, (), item, named)
+                whole[item] = named
                 found = True
             elif item.startswith('$') or '{{' in item:
                 return None
@@ -384,7 +398,9 @@ class Scanner:
                     continue
                 ref = whole.get(item)
                 if ref is not None:
-                    if ref[_POSITION] >= 0:
+                    if isinstance(ref, int):
+                        self.deps.append(ref)
+                    elif ref[_POSITION] >= 0:
                         self.deps.append(ref[_POSITION])
                     else:
                         trail.append(index)
@@ -425,14 +441,16 @@ class Scanner:
             if dotted:
                 path = tuple(dotted[1:].split('.'))
         self.deps.append(position)
-        self.table.whole[value] = (self.steps[position].id, path, value, position)
+        self.table.whole[value] = (self.steps[position].id, path, value, position) if path else position
         return True
 
     def string(self, value: str) -> bool:
         if value.startswith(PREFIX):
             known = self.table.whole.get(value)
             if known is not None:
-                if known[_POSITION] >= 0:
+                if isinstance(known, int):
+                    self.deps.append(known)
+                elif known[_POSITION] >= 0:
                     self.deps.append(known[_POSITION])
                 else:
                     self.special(known)
@@ -443,7 +461,7 @@ class Scanner:
                 position = self.ids[step]
                 self.deps.append(position)
                 path = tuple(dotted[1:].split('.')) if dotted else ()
-                self.table.whole[value] = (step, path, value, position)
+                self.table.whole[value] = (step, path, value, position) if path else position
                 if self.check is not None:
                     self.checked(position, path, value)
                 return True
@@ -458,11 +476,12 @@ class Scanner:
             bound = self.bind(ref, value)
             if bound is None:
                 return False
-            self.table.whole[value] = bound
+            self.table.whole[value] = bound if bound[_PATH] or bound[_POSITION] < 0 else bound[_POSITION]
             return True
         if value.startswith(ITEM) or value == INDEX:
             known = self.table.whole.get(value)
             if known is not None:
+                assert not isinstance(known, int)  # `$item` and `$index` are kept whole (their positions are below 0)
                 self.special(known)
                 return True
             return self.item(value)
@@ -624,9 +643,13 @@ class Resolver:
             out.append(item)
         return out
 
-    def read(self, ref: Bound) -> Any:
+    def read(self, ref: Binding) -> Any:
         """The value `ref` points at: the referenced step's value (or the part its path selects), copied once
         for the arguments being resolved."""
+        if isinstance(ref, int):  # the whole value of a step of the plan
+            source = self.records[ref]
+            found = source.ref_value
+            return found if isinstance(found, _IMMUTABLE) else self.copy(ref, (), found, source.size)
         position = ref[_POSITION]
         if position >= 0:
             source = self.records[position]

@@ -32,7 +32,7 @@ from toolweave.plan._parse import (
     too_many_steps,
 )
 from toolweave.plan._refs import ID_PATTERN, IDS_PATTERN
-from toolweave.plan._scan import Bound, RefTable, Rewrite, Scanner
+from toolweave.plan._scan import Binding, RefTable, Rewrite, Scanner, position_of
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
@@ -615,8 +615,8 @@ class Validator:
         if everything:
             scanner.table = RefTable(table.whole.copy(), table.objects.copy(), table.templates.copy())
         else:
-            def holds(bound: Bound) -> bool:
-                position = bound[3]
+            def holds(bound: Binding) -> bool:
+                position = position_of(bound)
                 return position < 0 or (position < count and bool(same[position]))
             scanner.table = RefTable({text: bound for text, bound in table.whole.items() if holds(bound)},
                                      {text: bound for text, bound in table.objects.items() if holds(bound)},
