@@ -43,8 +43,9 @@ __all__ = ('DEFAULT_INPUT_LIMIT', 'Binding', 'Bound', 'RefTable', 'Resolver', 'R
 Bound = tuple[str, tuple[Segment, ...], str, int]
 """A bound reference as an exact tuple `(step, path, source, position)` (the fields of `Ref`): the garbage
 collector stops tracking exact tuples of strings and ints, not `Ref` instances, and a plan holds one per
-distinct reference with a path or to something other than a step of the plan (see `Binding`). `position` is the referenced step's index in the plan; below zero it is `ITEM_POSITION`,
-`INDEX_POSITION`, or `external_position(k)`: the k-th step of an earlier plan the plan refers to."""
+distinct reference with a path or to something other than a step of the plan (see `Binding`). `position` is the
+referenced step's index in the plan; below zero it is `ITEM_POSITION`, `INDEX_POSITION`, or
+`external_position(k)`: the k-th step of an earlier plan the plan refers to."""
 
 
 Binding = Bound | int
