@@ -46,7 +46,7 @@ __all__ = (
 ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
 """Step ids: the same rule as tool names."""
 IDS_PATTERN = re.compile(r'(?:[A-Za-z0-9_-]{1,64}\n)*')
-"""Step ids, each followed by a newline: a plan's ids checked in one pass (see `valid_ids`)."""
+"""Step ids, each followed by a newline: a plan's ids, joined by newlines, checked in one pass."""
 
 PREFIX = '$ref:'
 EMBEDDED = re.compile(r'\\\{\{|\{\{\s*(\$ref:|\$item\b|\$index\b)(.*?)\s*\}\}')
