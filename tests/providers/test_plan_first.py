@@ -269,8 +269,6 @@ def test_plan_first_needs_tool_planning_and_a_known_mode() -> None:
     assert Agent(hosted, tools=TOOLS, tool_planning=True, plan_first=True).plan_first == 'tool_choice'
 
 
-
-
 async def test_plan_first_sends_the_schema_when_the_grammar_would_be_too_large(
         strict: Start, connect: Callable[[StrictServer], OpenAIChatModel]) -> None:
     def returning(index: int) -> Tool:

@@ -45,7 +45,7 @@ __all__ = (
 
 ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,64}')
 """Step ids: the same rule as tool names."""
-IDS_PATTERN = re.compile(r'(?:[A-Za-z0-9_-]{1,64}\n)*')
+IDS_PATTERN = re.compile(f'(?:{ID_PATTERN.pattern}\n)*')
 """Step ids, each followed by a newline: a plan's ids, joined by newlines, checked in one pass."""
 
 PREFIX = '$ref:'

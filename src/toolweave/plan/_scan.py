@@ -359,10 +359,9 @@ class Scanner:
         return rewrite
 
     def references(self, value: list[Any]) -> bool | None:
-        """A list of strings read quickly: whether it holds references, each bound already or a `"$ref:STEP"` naming
-        a step of the plan; `None` when it holds anything else (the general way then reads it)."""
+        """A list of strings read quickly: whether it holds references, each bound already or one `simple` binds;
+        `None` when it holds anything else (the general way then reads it)."""
         whole = self.table.whole
-        ids = self.ids
         deps = self.deps
         found = False
         for item in value:
@@ -377,11 +376,8 @@ class Scanner:
                 deps.append(ref)
                 found = True
             elif item.startswith(PREFIX):
-                named = ids.get(item[_AFTER_PREFIX:])
-                if named is None:
+                if not self.simple(item):
                     return None
-                deps.append(named)
-                whole[item] = named
                 found = True
             elif item.startswith('$') or '{{' in item:
                 return None
@@ -462,7 +458,7 @@ class Scanner:
                 position = self.ids[step]
                 self.deps.append(position)
                 path = tuple(dotted[1:].split('.')) if dotted else ()
-                self.table.whole[value] = (step, path, value, position) if path else position
+                self.table.whole[value] = (self.steps[position].id, path, value, position) if path else position
                 if self.check is not None:
                     self.checked(position, path, value)
                 return True
