@@ -45,7 +45,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import anyio
 import anyio.lowlevel
@@ -367,21 +367,17 @@ class Run:
                 held = await self.hold(index)
             arguments = self.inputs(index)
             record.called = True
-            result = await self.call(record, None, arguments)
-            if result.error is not None:
-                raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
-            output = result.output
-            if not result.has_value and output and output[0] not in JSON_START and not output[0].isspace():
-                record.output = record.value = record.ref_value = output  # plain text: `step_result`'s quick case
-                record.is_text = record.from_output = True
-            else:
+            if self.plain:  # no extension takes part in calls, no step timeout: the tool's own call, awaited here
+                tool = self.tools[index]
+                assert tool is not None  # only select steps have none, and they call nothing
+                self.transition(record, 'running')
                 try:
-                    (record.output, record.value, record.ref_value, record.is_text, record.from_output,
-                     record.size) = step_result(result)
-                except ValueError as exc:
-                    raise StepFailed(str(exc)) from None
-                if record.size:
-                    self.heavy = True
+                    result = await tool.call(arguments, self.context)
+                except BaseException as exc:
+                    self.raised(record, None, exc)
+            else:
+                result = await self.call(record, None, arguments)
+            self.keep(record, result)
         except StepFailed as exc:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
@@ -396,6 +392,24 @@ class Run:
         finally:
             if held:
                 self.let_go(held)
+
+    def keep(self, record: StepRecord, result: ToolResult) -> None:
+        """Record what the step's tool returned as its outcome; a failed call (or a value that cannot become JSON)
+        raises `StepFailed`."""
+        if result.error is not None:
+            raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
+        output = result.output
+        if not result.has_value and output and output[0] not in JSON_START and not output[0].isspace():
+            record.output = record.value = record.ref_value = output  # plain text: `step_result`'s quick case
+            record.is_text = record.from_output = True
+            return
+        try:
+            (record.output, record.value, record.ref_value, record.is_text, record.from_output,
+             record.size) = step_result(result)
+        except ValueError as exc:
+            raise StepFailed(str(exc)) from None
+        if record.size:
+            self.heavy = True
 
     async def hold(self, index: int) -> int:
         """Count what step `index`'s references will copy (its dependencies' values, each whole) against the
@@ -435,9 +449,8 @@ class Run:
 
     async def call(self, record: StepRecord, item: ItemRecord | None, arguments: Any) -> ToolResult:
         """One call of the step's tool (for element `item`): admitted by the extensions, marked `running` and made
-        durable, then made through the extensions' `call` hooks within `step_timeout`. `ApprovalPending` from
-        anywhere in there parks the step, a stray `CancelledError` fails it, and a configuration error, a
-        control-flow signal or an extension that cannot go on stops the run."""
+        durable, then made through the extensions' `call` hooks within `step_timeout`. What it raises goes through
+        `raised`."""
         tool = self.tools[record.index]
         assert tool is not None  # only select steps have none, and they call nothing
         try:
@@ -460,21 +473,28 @@ class Run:
             assert scope.cancelled_caught
             raise StepFailed(f'Tool execution failed: step {record.id!r} timed out after {self.step_timeout:g} s '
                              '(step_timeout)')
-        except (StepFailed, StepParked):
-            raise
-        except CancelRun as exc:
+        except BaseException as exc:
+            self.raised(record, item, exc)
+
+    def raised(self, record: StepRecord, item: ItemRecord | None, exc: BaseException) -> NoReturn:
+        """What a call of the step's tool (for element `item`) raised, as the step's outcome: `StepFailed` and
+        `StepParked` as they are, `ApprovalPending` parks the step, a stray `CancelledError` fails it, `CancelRun`
+        cancels the run; a configuration error, a control-flow signal or an extension that cannot go on stops the
+        run (and fails the step meanwhile). A real cancellation, or an interrupt, goes on its way."""
+        if isinstance(exc, (StepFailed, StepParked)):
+            raise exc
+        if isinstance(exc, CancelRun):
             self.cancel(f'Cancelled: {exc}')
             self.transition(record, 'cancelled', f'Cancelled: {exc}', {'started': False}, item=item)
             raise StepCancelled from None
-        except ApprovalPending as exc:
+        if isinstance(exc, ApprovalPending):
             raise StepParked(f'Waiting for approval: {exc.reason}', _pending_detail(exc)) from None
-        except asyncio.CancelledError as exc:
-            if not _is_stray(exc):
-                raise
+        if isinstance(exc, asyncio.CancelledError) and _is_stray(exc):
             raise StepFailed('Tool execution failed: the tool raised CancelledError without being cancelled') from None
-        except Exception as exc:  # ToolConfigurationError, a control-flow signal, an extension that cannot go on
-            self.stop(exc)
-            raise StepFailed(f'{type(exc).__name__}: {exc}') from None
+        if not isinstance(exc, Exception):
+            raise exc
+        self.stop(exc)  # ToolConfigurationError, a control-flow signal, an extension that cannot go on
+        raise StepFailed(f'{type(exc).__name__}: {exc}') from None
 
     def through_hooks(self, record: StepRecord, item: ItemRecord | None, arguments: Any,
                       tool: Tool) -> Awaitable[ToolResult]:

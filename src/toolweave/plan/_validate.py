@@ -23,6 +23,8 @@ from toolweave.plan._model import Dialect, Plan, PlanStep, StepForms
 from toolweave.plan._parse import (
     DEFAULT_MAX_BYTES,
     EMPTY_PLAN,
+    INLINE_BYTES,
+    INLINE_STEPS,
     Parsed,
     Problems,
     describe_type,
@@ -41,11 +43,13 @@ __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prep
 DEFAULT_MAX_ITEMS = 100
 """Elements a `for_each` step may run over, unless the run says otherwise."""
 
-INLINE_PREPARE_STEPS = 500
+INLINE_PREPARE_STEPS = INLINE_STEPS
 INLINE_PREPARE_VALUES = 20_000
-"""Plans with up to `INLINE_PREPARE_STEPS` steps and `INLINE_PREPARE_VALUES` values in their arguments are
-validated on the event loop (a few milliseconds); larger ones in a worker thread, which gives the event loop's
-thread its turn every few milliseconds."""
+"""Plans with up to `INLINE_PREPARE_STEPS` steps (as many as are read on the event loop) and
+`INLINE_PREPARE_VALUES` values in their arguments are validated on the event loop (about 10 ms at most, typed
+tools checking every literal); larger ones in a worker thread, which gives the event loop's thread its turn every
+few milliseconds. Below that, a trip to the thread and back costs more than it saves: about 1.5 ms here, as much as
+validating 500 steps."""
 MAX_LISTED = 10
 """An unknown tool's error lists every tool name up to this many, else the closest few."""
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
@@ -172,15 +176,25 @@ async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_i
                         extra_refused: frozenset[str] = frozenset(),
                         earlier: Mapping[str, Mapping[str, Any]] | None = None,
                         arrived: Validator | None = None) -> tuple[Prepared | None, Problems]:
-    """`prepare`, in a worker thread for a plan of more than `INLINE_PREPARE_STEPS` steps, so the event loop is
-    never held for long (validating 10,000 steps takes about 100 ms)."""
+    """`prepare`, in a worker thread for a plan of more than `INLINE_PREPARE_STEPS` steps or
+    `INLINE_PREPARE_VALUES` values, or whose text was read in one, so the event loop is never held for long
+    (validating 10,000 steps takes about 100 ms)."""
     work = partial(prepare, parsed, tools, max_steps=max_steps, max_items=max_items, extra_refused=extra_refused,
                    earlier=earlier, arrived=arrived)
     steps = parsed.plan.steps
-    small = parsed.text_size is not None and parsed.text_size <= INLINE_PREPARE_VALUES  # a value is a byte or more
-    if len(steps) > max_steps or (len(steps) <= INLINE_PREPARE_STEPS and (small or _light(steps))):
+    if len(steps) > max_steps or _inline(steps, parsed.text_size):
         return work()
     return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+
+
+def _inline(steps: Sequence[PlanStep], text_size: int | None) -> bool:
+    """Whether validating `steps` (read from `text_size` bytes of text, if text) is quick enough for the event
+    loop: at most `INLINE_PREPARE_STEPS` steps and `INLINE_PREPARE_VALUES` values, from text read on the loop."""
+    if len(steps) > INLINE_PREPARE_STEPS or (text_size is not None and text_size > INLINE_BYTES):
+        return False
+    if text_size is not None and text_size <= INLINE_PREPARE_VALUES:  # a value is a byte or more of text
+        return True
+    return _light(steps)
 
 
 def _light(steps: Iterable[PlanStep]) -> bool:
