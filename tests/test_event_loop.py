@@ -128,6 +128,23 @@ async def test_the_loop_runs_on_while_the_largest_plan_text_is_read() -> None:
 
 
 @pytest.mark.usefixtures('no_gc')
+@pytest.mark.parametrize('values', [[[7]] * 300_000, [{'k': 'v'}] * 300_000], ids=['arrays', 'objects'])
+async def test_a_few_steps_holding_many_values_are_validated_off_the_loop(values: list[Any]) -> None:
+    # A plan as a mapping of few steps is validated on the loop until it turns out to hold too many values: then
+    # all of it again in a worker thread, with the problems validating it whole gives.
+    plan = {'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {'x': values}},
+                      {'id': 'b', 'tool': 'missing', 'arguments': {'y': '$ref:a'}}]}
+    started = time.perf_counter()
+    expected = toolweave.validate_plan(plan, [FakeTool('echo')])  # the same work, holding the loop (no loop here)
+    inline = time.perf_counter() - started
+    async with LoopWatch() as watch:
+        with pytest.raises(PlanValidationError) as raised:
+            await toolweave.run_plan(plan, [FakeTool('echo')])
+    assert raised.value.problems == expected and "Unknown tool 'missing'" in expected[0]
+    assert watch.ticks > 0 and watch.longest_gap < inline / 2, (watch.longest_gap, inline)
+
+
+@pytest.mark.usefixtures('no_gc')
 async def test_the_loop_runs_on_while_a_select_spends_its_whole_budget() -> None:
     ten = '[' + ', '.join(['@'] * 10) + ']'
     plan = {'steps': [{'id': 'v', 'tool': 'echo', 'arguments': {}},

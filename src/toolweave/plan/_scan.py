@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -153,15 +154,22 @@ def _path_text(trail: Sequence[Segment]) -> str:
     return f'{text(trail[:half])}...{text(trail[-half:])} ({len(trail)} levels deep)'
 
 
+class OverBudget(Exception):
+    """The scanner walked more values than its budget allows (see `Scanner.left`)."""
+
+
 class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
-    __slots__ = ('check', 'deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known',
+    __slots__ = ('check', 'deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known', 'left',
                  'problems', 'step_index', 'steps', 'suggest', 'table', 'trail')
 
     def __init__(self, ids: Mapping[str, int], steps: Sequence[Any], dialect: str,
                  earlier: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.ids = ids
+        self.left = sys.maxsize
+        """Values (elements of the objects and arrays walked) the scanner may still walk before it raises
+        `OverBudget` (a budget `prepare` may set)."""
         self.steps = steps
         """The plan's steps so far, by position (`ids` gives positions): a bound reference names its step with the
         step's own id string rather than a copy cut from the reference (a string fewer per reference)."""
@@ -314,6 +322,7 @@ class Scanner:
         the general way (`node`, `sequence`, `string`), which has the path at hand for its messages; what the
         inline reading noted before it gave up (dependencies, bound references) is noted again, to the same
         effect (dependencies are deduplicated, bindings are the same)."""
+        self.count(value)
         rewrite = False
         trail = self.trail
         whole = self.table.whole
@@ -360,30 +369,35 @@ class Scanner:
 
     def references(self, value: list[Any]) -> bool | None:
         """A list of strings read quickly: whether it holds references, each bound already or one `simple` binds;
-        `None` when it holds anything else (the general way then reads it)."""
+        `None` when it holds anything else (the general way then reads it, and counts it)."""
+        self.count(value)
         whole = self.table.whole
         deps = self.deps
         found = False
         for item in value:
             if type(item) is not str:
-                return None
+                break
             ref = whole.get(item)
             if ref is not None:
                 if not isinstance(ref, int):
                     if ref[_POSITION] < 0:
-                        return None
+                        break
                     ref = ref[_POSITION]
                 deps.append(ref)
                 found = True
             elif item.startswith(PREFIX):
                 if not self.simple(item):
-                    return None
+                    break
                 found = True
             elif item.startswith('$') or '{{' in item:
-                return None
-        return found
+                break
+        else:
+            return found
+        self.left += len(value)  # counted again by the general way
+        return None
 
     def sequence(self, value: list[Any]) -> bool:
+        self.count(value)
         rewrite = False
         trail = self.trail
         whole = self.table.whole
@@ -417,6 +431,12 @@ class Scanner:
             rewrite = (self.string(item) if kind is str else self.node(item)) or rewrite
             trail.pop()
         return rewrite
+
+    def count(self, value: dict[Any, Any] | list[Any]) -> None:
+        """Count the elements of an object or array about to be walked against the budget."""
+        left = self.left = self.left - len(value)
+        if left < 0:
+            raise OverBudget
 
     def simple(self, value: str) -> bool:
         """A `"$ref:STEP"` or `"$ref:STEP.a.b"` naming a step of this plan, bound with no questions (the common

@@ -34,7 +34,7 @@ from toolweave.plan._parse import (
     too_many_steps,
 )
 from toolweave.plan._refs import ID_PATTERN, IDS_PATTERN
-from toolweave.plan._scan import Binding, RefTable, Rewrite, Scanner, position_of
+from toolweave.plan._scan import Binding, OverBudget, RefTable, Rewrite, Scanner, position_of
 from toolweave.tools import Tool, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
@@ -176,57 +176,30 @@ async def prepare_async(parsed: Parsed, tools: Toolset, *, max_steps: int, max_i
                         extra_refused: frozenset[str] = frozenset(),
                         earlier: Mapping[str, Mapping[str, Any]] | None = None,
                         arrived: Validator | None = None) -> tuple[Prepared | None, Problems]:
-    """`prepare`, in a worker thread for a plan of more than `INLINE_PREPARE_STEPS` steps or
-    `INLINE_PREPARE_VALUES` values, or whose text was read in one, so the event loop is never held for long
-    (validating 10,000 steps takes about 100 ms)."""
+    """`prepare`, without holding the event loop for long (validating 10,000 steps takes about 100 ms): a plan of
+    at most `INLINE_PREPARE_STEPS` steps, read on the event loop, is validated there until it turns out to hold
+    more than `INLINE_PREPARE_VALUES` values; then, or for a larger plan, in a worker thread."""
     work = partial(prepare, parsed, tools, max_steps=max_steps, max_items=max_items, extra_refused=extra_refused,
                    earlier=earlier, arrived=arrived)
     steps = parsed.plan.steps
-    if len(steps) > max_steps or _inline(steps, parsed.text_size):
-        return work()
+    if len(steps) > max_steps:
+        return work()  # refused before any work
+    if len(steps) <= INLINE_PREPARE_STEPS and (parsed.text_size is None or parsed.text_size <= INLINE_BYTES):
+        try:
+            return work(budget=INLINE_PREPARE_VALUES)
+        except OverBudget:  # more to check than the event loop should wait for: all of it again, in a thread
+            work = partial(work, arrived=None)  # (what was admitted as it streamed in may be half taken over)
     return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-
-
-def _inline(steps: Sequence[PlanStep], text_size: int | None) -> bool:
-    """Whether validating `steps` (read from `text_size` bytes of text, if text) is quick enough for the event
-    loop: at most `INLINE_PREPARE_STEPS` steps and `INLINE_PREPARE_VALUES` values, from text read on the loop."""
-    if len(steps) > INLINE_PREPARE_STEPS or (text_size is not None and text_size > INLINE_BYTES):
-        return False
-    if text_size is not None and text_size <= INLINE_PREPARE_VALUES:  # a value is a byte or more of text
-        return True
-    return _light(steps)
-
-
-def _light(steps: Iterable[PlanStep]) -> bool:
-    """Whether the steps' arguments and forms hold at most `INLINE_PREPARE_VALUES` values (counted until then: a
-    container counts its elements, and only containers are walked into)."""
-    left = INLINE_PREPARE_VALUES
-    stack: list[Any] = []
-    for step in steps:
-        if step.forms is not None:
-            stack.extend((step.source, step.for_each, step.when.source if step.when is not None else None))
-        value: Any = step.arguments
-        while True:
-            if isinstance(value, (dict, list)):
-                left -= len(value)
-                if left < 0:
-                    return False
-                for item in value.values() if isinstance(value, dict) else value:
-                    kind = type(item)
-                    if kind is dict or kind is list or (kind is not str and isinstance(item, (dict, list))):
-                        stack.append(item)
-            if not stack:
-                break
-            value = stack.pop()
-    return True
 
 
 def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = DEFAULT_MAX_ITEMS,
             extra_refused: frozenset[str] = frozenset(), earlier: Mapping[str, Mapping[str, Any]] | None = None,
-            arrived: Validator | None = None) -> tuple[Prepared | None, Problems]:
+            arrived: Validator | None = None, budget: int | None = None) -> tuple[Prepared | None, Problems]:
     """Check everything; return the prepared plan (None if there is any problem) and the problems. `arrived`: the
     validator that checked the plan's steps as they streamed in (`Validator.admit`); the steps it checked, as the
-    whole plan holds them, are not checked again (`Validator.resume`). Either way the outcome is the same."""
+    whole plan holds them, are not checked again (`Validator.resume`). Either way the outcome is the same.
+    `budget`: raise `OverBudget` rather than walk more values (elements of objects and arrays) of the steps'
+    arguments than this."""
     plan = parsed.plan
     problems = Problems()
     problems.extend(parsed.problems)
@@ -245,6 +218,8 @@ def prepare(parsed: Parsed, tools: Toolset, *, max_steps: int, max_items: int = 
     if validator is None:
         validator = Validator(tools, dialect=plan.dialect, max_items=max_items, refused=refused, earlier=earlier,
                               reported=parsed.reported, problems=problems)
+    if budget is not None:
+        validator.scanner.left = budget
     validator.add(steps[len(validator.steps):] if validator.steps else steps)
     return validator.finish(plan)
 
