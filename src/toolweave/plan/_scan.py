@@ -322,7 +322,9 @@ class Scanner:
         the general way (`node`, `sequence`, `string`), which has the path at hand for its messages; what the
         inline reading noted before it gave up (dependencies, bound references) is noted again, to the same
         effect (dependencies are deduplicated, bindings are the same)."""
-        self.count(value)
+        left = self.left = self.left - len(value)  # the budget (`left`)
+        if left < 0:
+            raise OverBudget
         rewrite = False
         trail = self.trail
         whole = self.table.whole
@@ -370,7 +372,9 @@ class Scanner:
     def references(self, value: list[Any]) -> bool | None:
         """A list of strings read quickly: whether it holds references, each bound already or one `simple` binds;
         `None` when it holds anything else (the general way then reads it, and counts it)."""
-        self.count(value)
+        left = self.left = self.left - len(value)  # the budget (`left`)
+        if left < 0:
+            raise OverBudget
         whole = self.table.whole
         deps = self.deps
         found = False
@@ -397,7 +401,9 @@ class Scanner:
         return None
 
     def sequence(self, value: list[Any]) -> bool:
-        self.count(value)
+        left = self.left = self.left - len(value)  # the budget (`left`)
+        if left < 0:
+            raise OverBudget
         rewrite = False
         trail = self.trail
         whole = self.table.whole
@@ -431,12 +437,6 @@ class Scanner:
             rewrite = (self.string(item) if kind is str else self.node(item)) or rewrite
             trail.pop()
         return rewrite
-
-    def count(self, value: dict[Any, Any] | list[Any]) -> None:
-        """Count the elements of an object or array about to be walked against the budget."""
-        left = self.left = self.left - len(value)
-        if left < 0:
-            raise OverBudget
 
     def simple(self, value: str) -> bool:
         """A `"$ref:STEP"` or `"$ref:STEP.a.b"` naming a step of this plan, bound with no questions (the common
