@@ -81,6 +81,11 @@ start workers that would find nothing left to do."""
 DEFAULT_MEMORY_LIMIT = 256 * 1024 * 1024
 """Bytes (of JSON) of earlier results that the running steps of one plan may hold copies of at once: a step that
 would go past it waits until others are done (one step alone is bounded by the resolver's `DEFAULT_INPUT_LIMIT`)."""
+_SHIFT = 32
+_POSITION = (1 << _SHIFT) - 1
+"""A ready step's place in the heap is one int, `-chain << _SHIFT | position` (its position is `key & _POSITION`):
+longest chain of dependents first, then plan order, as a tuple of the two would sort, without a tuple to make and
+compare per step. Plans stay far below 2**32 steps (`max_steps`)."""
 _ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
 _LIVE = frozenset({'running', 'reviewing'})
 """Statuses of a step (or element) that has been taken up and not ended: cancelled, it counts as started."""
@@ -233,8 +238,9 @@ class Run:
         self.blocked: set[int] = set()
         """Steps with a dependency that did not succeed: skipped once all their dependencies have ended."""
         self.priority = prepared.chains
-        self.ready: list[tuple[int, int]] = []
-        """Steps ready to start, as a heap of (minus the length of their chain of dependents, position)."""
+        self.ready: list[int] = []
+        """Steps ready to start, as a heap of ints (see `_SHIFT`): longest chain of dependents first, then plan
+        order."""
         self.limit = concurrency or len(self.records) or 1
         self.workers = 1  # the task that runs the plan
         self.coming = 0
@@ -264,11 +270,11 @@ class Run:
         if ended:
             self.restore(ended)
         else:
-            self.ready = [(-self.priority[i], i) for i, count in enumerate(self.waiting) if not count]
+            self.ready = [-self.priority[i] << _SHIFT | i for i, count in enumerate(self.waiting) if not count]
             heapq.heapify(self.ready)
         if self.on_ready:
-            for _, index in self.ready:
-                self.tell_ready(self.records[index])
+            for key in self.ready:
+                self.tell_ready(self.records[key & _POSITION])
 
     @classmethod
     def open(cls, *, concurrency: int | None, step_timeout: float | None, missing_field: MissingField,
@@ -722,7 +728,7 @@ class Run:
                     self.skip(child)
                     ended.append((child, False))
                 else:
-                    heapq.heappush(self.ready, (-self.priority[child], child))
+                    heapq.heappush(self.ready, -self.priority[child] << _SHIFT | child)
                     if self.on_ready:
                         self.tell_ready(self.records[child])
         if self.unfinished == self.settled_at:
@@ -760,8 +766,8 @@ class Run:
                 record.condition_skipped = True
                 self.condition_origin[index] = fill.condition
         self.unfinished = len(records) - len(ended)
-        skipped: list[tuple[int, int]] = []
-        ready: list[tuple[int, int]] = []
+        skipped: list[int] = []
+        ready: list[int] = []
         for index, deps in enumerate(self.deps):
             if index in ended:
                 continue
@@ -769,10 +775,13 @@ class Run:
             if any(d in ended and records[d].status != 'succeeded' for d in deps):
                 self.blocked.add(index)
             if not self.waiting[index]:
-                (skipped if index in self.blocked else ready).append((-self.priority[index], index))
+                if index in self.blocked:
+                    skipped.append(index)
+                else:
+                    ready.append(-self.priority[index] << _SHIFT | index)
         heapq.heapify(ready)
         self.ready = ready
-        for _, index in skipped:
+        for index in skipped:
             self.skip(index)
             self.release(index, ok=False)
 
@@ -784,7 +793,7 @@ class Run:
                 await self.wait_idle()
                 ready = self.ready  # `recount` may have replaced the heap
                 continue
-            index = heapq.heappop(ready)[1]
+            index = heapq.heappop(ready) & _POSITION
             if ready and self.coming < _AHEAD and self.coming < len(ready):
                 self.staff()  # should this step suspend, others are on their way to what waits
             await self.run_step(index)
@@ -941,7 +950,7 @@ class Run:
             if index in blocked:
                 behind.append(index)
             else:
-                heapq.heappush(self.ready, (-self.priority[index], index))
+                heapq.heappush(self.ready, -self.priority[index] << _SHIFT | index)
                 if self.on_ready:
                     self.tell_ready(records[index])
         self.settled_at = len(stuck)
@@ -959,7 +968,7 @@ class Run:
         more. Then send for workers, or end the run if nothing is left."""
         records, waiting, held = self.records, self.waiting, self.held
         unfinished = 0
-        ready: list[tuple[int, int]] = []
+        ready: list[int] = []
         behind: list[int] = []
         blocked: set[int] = set()
         for index, deps in enumerate(self.deps):
@@ -980,7 +989,7 @@ class Run:
                 if index in blocked:
                     behind.append(index)
                 else:
-                    ready.append((-self.priority[index], index))
+                    ready.append(-self.priority[index] << _SHIFT | index)
         self.unfinished = unfinished + self.arriving
         self.blocked = blocked
         heapq.heapify(ready)
