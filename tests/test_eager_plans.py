@@ -203,3 +203,25 @@ def test_tool_read_only_and_idempotent_flags_reach_the_definition() -> None:
 
     metadata = price.definition.metadata
     assert (metadata.read_only, metadata.idempotent, metadata.requires_approval) == (True, True, False)
+
+
+async def test_a_streamed_plan_with_too_many_values_to_check_on_the_loop_is_checked_again_whole() -> None:
+    # `big` refers ahead, so it is held for the whole plan and checked at its end, where it turns out to hold more
+    # values than are checked on the event loop: the whole plan is then validated again in a worker thread (not from
+    # what was checked as it streamed in), and the run ends as the same plan run whole does.
+    plan = {'steps': [{'id': 'a', 'tool': 'lookup', 'arguments': {'key': 'a'}},
+                      {'id': 'big', 'from': {'x': '$ref:later', 'data': [0] * 20_001}, 'select': 'x'},
+                      {'id': 'later', 'tool': 'lookup', 'arguments': {'key': '$ref:a'}}],
+            'output_steps': ['big']}
+
+    async def run(eager: bool) -> Any:
+        model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'Done.'],
+                              tokens_per_second=1_000_000.0)
+        result = await Agent(model, tools=tools(Log()), tool_planning=True, eager_plans=eager).run('go')
+        (ran,) = result.plan_runs
+        return ran
+
+    eager, whole = await run(True), await run(False)
+    assert eager.ok and eager.step('big').value == 'value of value of a'
+    assert eager.summary == whole.summary
+    assert [(r.id, r.status, r.output) for r in eager.steps] == [(r.id, r.status, r.output) for r in whole.steps]
