@@ -46,10 +46,10 @@ DEFAULT_MAX_ITEMS = 100
 INLINE_PREPARE_STEPS = INLINE_STEPS
 INLINE_PREPARE_VALUES = 20_000
 """Plans with up to `INLINE_PREPARE_STEPS` steps (as many as are read on the event loop) and
-`INLINE_PREPARE_VALUES` values in their arguments are validated on the event loop (about 10 ms at most, typed
-tools checking every literal); larger ones in a worker thread, which gives the event loop's thread its turn every
-few milliseconds. Below that, a trip to the thread and back costs more than it saves: about 1.5 ms here, as much as
-validating 500 steps."""
+`INLINE_PREPARE_VALUES` values in their arguments are validated on the event loop (about 12 ms at most here, with
+typed tools checking every literal); larger ones in a worker thread, which gives the event loop's thread its turn
+every few milliseconds. Below that, a trip to the thread and back costs more than it saves: about 1.5 ms here, as
+much as validating 500 steps."""
 MAX_LISTED = 10
 """An unknown tool's error lists every tool name up to this many, else the closest few."""
 PLAN_TOOL_NAMES = frozenset({'execute_tool_plan', 'execute_plan'})
