@@ -234,7 +234,7 @@ class Scanner:
         self.deps.append(index)
         if self.check is not None:
             self.checked(index, ref.path, written)
-        return (ref.step, ref.path, written, index)
+        return (self.steps[index].id, ref.path, written, index)
 
     def item_hint(self, ref: Ref, written: str) -> str:
         """`$ref:item` written for `$item` (the element of a `for_each` step) or `$ref:index` for `$index`: show the
@@ -472,18 +472,12 @@ class Scanner:
                 else:
                     self.special(known)
                 return True
-            simple = SIMPLE.fullmatch(value, len(PREFIX))
-            if simple is not None and simple.group(1) in self.ids:  # the common case, without the general parser
-                step, dotted = simple.groups()
-                position = self.ids[step]
-                self.deps.append(position)
-                path = tuple(dotted[1:].split('.')) if dotted else ()
-                self.table.whole[value] = (self.steps[position].id, path, value, position) if path else position
-                if self.check is not None:
-                    self.checked(position, path, value)
+            if self.simple(value):  # the common case, without the general parser
                 return True
-            if simple is not None:
-                ref = Ref(simple.group(1), (), value)
+            simple = SIMPLE.fullmatch(value, len(PREFIX))
+            if simple is not None:  # a step this plan has not (reported by `bind`), or a checked reference
+                step, dotted = simple.groups()
+                ref = Ref(step, tuple(dotted[1:].split('.')) if dotted else (), value)
             else:
                 try:
                     ref = parse_ref(value[len(PREFIX) :])
