@@ -24,7 +24,7 @@ from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, TypeAdapter
 
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
-from toolweave.tools import ArgumentsError, FunctionTool, Tool, ToolResult
+from toolweave.tools import ArgumentsError, CheckedArguments, FunctionTool, Tool, ToolResult
 from toolweave.tools._schema_check import schema_problem
 
 __all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'literal_problems', 'output_schema',
@@ -251,17 +251,18 @@ class Contract:
         """The tool's own check of `arguments` (`Tool.check_arguments`, `pending` as there): its problems, one per
         field, and the arguments to call it with (`None`: nothing carried, as with `pending`); `None` when it has
         no check to offer here, or its check itself failed (the JSON schema decides, and the call will tell)."""
-        if self.own is None:
+        own = self.own
+        if own is None:
             return None
         try:
-            checked = self.own(arguments, pending=pending)
+            checked = own(arguments, pending=pending) if pending else own(arguments)
         except ArgumentsError as exc:
             return _own_problems(exc, self.name), None
         except Exception:
             return None
         if checked is None:
             return None
-        return [], checked if isinstance(checked, Mapping) else None
+        return [], checked if type(checked) is CheckedArguments or isinstance(checked, Mapping) else None
 
     def types(self, name: str) -> frozenset[str] | None:
         """The JSON types argument `name` takes (`None`: any, or unknown)."""
