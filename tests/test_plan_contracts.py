@@ -340,3 +340,41 @@ def test_hostile_literal_arguments_for_a_tool_with_its_own_check_are_refused_qui
     for data in (deep, looped):
         assert validate_plan({'steps': [{'id': 'k', 'tool': 'keep', 'arguments': {'data': data}}]}, [keep]) == [
             "steps[0] (id 'k'): arguments: nested too deeply to check. Use fewer levels of nested objects and arrays."]
+
+
+# --- a tool's contract is prepared once, for as long as its definition stands --------------------------------------
+
+
+class _Reloadable(FakeTool):
+    """A tool whose definition is replaced while it lives, as an MCP tool's is when its server changes it."""
+
+    def reload(self, parameters: dict[str, Any]) -> None:
+        self._definition = toolweave.ToolDefinition(self.name, '', parameters)
+
+
+def test_a_tool_given_a_new_definition_is_checked_against_the_new_one() -> None:
+    counter = _Reloadable('count', parameters={'type': 'object', 'properties': {'n': {'type': 'integer'}}})
+    plan = {'steps': [{'id': 'a', 'tool': 'count', 'arguments': {'n': 'three'}}]}
+    assert validate_plan(plan, [counter]) == ["steps[0] (id 'a'): arguments.n: 'three' is not of type 'integer'."]
+    counter.reload({'type': 'object', 'properties': {'n': {'type': 'string'}}})
+    assert validate_plan(plan, [counter]) == []
+    counter.reload({'type': 'object', 'properties': {'m': {'type': 'string'}}, 'additionalProperties': False})
+    assert validate_plan(plan, [counter]) == [
+        "steps[0] (id 'a'): arguments: Additional properties are not allowed ('n' is not an argument of this tool). "
+        "Tool 'count' takes: m."]
+
+
+def test_preparing_a_tools_contract_does_not_keep_the_tool_alive() -> None:
+    import gc
+    import weakref
+
+    @tool
+    def short_lived(n: int) -> int:
+        """Lives for one plan."""
+        return n
+
+    assert validate_plan({'steps': [{'id': 'a', 'tool': 'short_lived', 'arguments': {'n': 1}}]}, [short_lived]) == []
+    gone = weakref.ref(short_lived)
+    del short_lived
+    gc.collect()
+    assert gone() is None

@@ -18,13 +18,14 @@ import typing
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, TypeAdapter
 
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
-from toolweave.tools import ArgumentsError, CheckedArguments, FunctionTool, Tool, ToolResult
+from toolweave.tools import ArgumentsError, CheckedArguments, FunctionTool, Tool, ToolDefinition, ToolResult
 from toolweave.tools._schema_check import schema_problem
 
 __all__ = ('Contract', 'Contracts', 'Reference', 'fits', 'json_types', 'literal_problems', 'output_schema',
@@ -223,8 +224,10 @@ class Contract:
 
     def __init__(self, tool: Tool) -> None:
         definition = tool.definition
-        self.own = tool.check_arguments if type(tool).check_arguments is not Tool.check_arguments else None
-        """The tool's own validation (`Tool.check_arguments`), which checks arguments without references."""
+        method = type(tool).check_arguments
+        self.own: Callable[..., Any] | None = method if method is not Tool.check_arguments else None
+        """The tool's own validation (`Tool.check_arguments`, unbound: a contract outlives no tool), which checks
+        arguments without references."""
         self.name = definition.name
         self.schema: Mapping[str, Any] = definition.parameters
         self.output = output_schema(tool)
@@ -246,7 +249,7 @@ class Contract:
         self._validator: Draft202012Validator | None = None
         self._types: dict[str, frozenset[str] | None] = {}
 
-    def check_own(self, arguments: Mapping[str, Any],
+    def check_own(self, tool: Tool, arguments: Mapping[str, Any],
                   pending: Collection[str] = ()) -> tuple[list[str], Mapping[str, Any] | None] | None:
         """The tool's own check of `arguments` (`Tool.check_arguments`, `pending` as there): its problems, one per
         field, and the arguments to call it with (`None`: nothing carried, as with `pending`); `None` when it has
@@ -255,7 +258,7 @@ class Contract:
         if own is None:
             return None
         try:
-            checked = own(arguments, pending=pending) if pending else own(arguments)
+            checked = own(tool, arguments, pending=pending) if pending else own(tool, arguments)
         except ArgumentsError as exc:
             return _own_problems(exc, self.name), None
         except Exception:
@@ -352,8 +355,8 @@ class Contract:
 def literal_problems(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
     """Problems of `arguments` (no references in them), as the tool's own validation finds them when it has one
     (`Tool.check_arguments`: the words its call would use), else against its JSON schema."""
-    contract = Contract(tool)
-    own = contract.check_own(arguments)
+    contract = contract_of(tool)
+    own = contract.check_own(tool, arguments)
     return own[0] if own is not None else contract.check(arguments)
 
 
@@ -466,6 +469,24 @@ def _message(error: ValidationError) -> str:
     return (text if len(text) <= 200 else text[:200] + '...') + '.'
 
 
+_CONTRACTS: WeakKeyDictionary[Tool, tuple[ToolDefinition, Contract]] = WeakKeyDictionary()
+
+
+def contract_of(tool: Tool) -> Contract:
+    """`tool`'s contract, prepared once for as long as the tool lives with the same definition (a server's plans
+    call the same tools again and again; preparing one costs more than checking a step)."""
+    definition = tool.definition
+    try:
+        held = _CONTRACTS.get(tool)
+    except TypeError:  # a tool that cannot be referenced weakly or hashed is prepared each time
+        return Contract(tool)
+    if held is not None and held[0] is definition:
+        return held[1]
+    contract = Contract(tool)
+    _CONTRACTS[tool] = (definition, contract)
+    return contract
+
+
 class Contracts:
     """The contracts of one plan's tools, each prepared once, and what its references are known to give."""
 
@@ -482,7 +503,7 @@ class Contracts:
     def of(self, tool: Tool) -> Contract:
         found = self._by_tool.get(id(tool))
         if found is None:
-            found = self._by_tool[id(tool)] = Contract(tool)
+            found = self._by_tool[id(tool)] = contract_of(tool)
         return found
 
     def produced(self, position: int) -> Mapping[str, Any] | None:
@@ -544,7 +565,7 @@ class Contracts:
             return (), None
         contract = self.of(tool)
         if literal and contract.own is not None:
-            own = contract.check_own(arguments)
+            own = contract.check_own(tool, arguments)
             if own is not None:
                 return own
         elif contract.own is not None and contract.simple is None and type(rewrite) is tuple and all(
@@ -552,7 +573,7 @@ class Contracts:
                 for key in rewrite):
             # Every reference stands for a whole argument: the tool checks the rest, and the references' types are
             # checked against the arguments they fill. (A schema of plain types is checked quicker on its own.)
-            own = contract.check_own(arguments, rewrite)
+            own = contract.check_own(tool, arguments, rewrite)
             if own is not None:
                 return [*own[0], *self._reference_types(contract, arguments, rewrite, table)], None
         return self._check_schema(contract, arguments, rewrite, table), None
