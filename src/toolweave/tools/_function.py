@@ -197,7 +197,9 @@ class FunctionTool(Tool, Generic[P, R]):
         if pending:
             schema.validator.check_partial(arguments, pending, self.name)
             return True
-        return CheckedArguments.of(arguments, schema, schema.validator.validate_mapping(arguments, self.name))
+        # The values, not the model instance they sit in: one object fewer held from a plan's check to its call.
+        return CheckedArguments.of(arguments, schema,
+                                   schema.values(schema.validator.validate_mapping(arguments, self.name)))
 
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._schema.takes_self and self._instance is None:
@@ -206,10 +208,8 @@ class FunctionTool(Tool, Generic[P, R]):
                 f'for example `tools_from(obj)` or `obj.{self.__name__}`.'
             )
         schema = self._schema
-        instance = arguments.take(schema) if type(arguments) is CheckedArguments else None
-        if instance is not None:
-            values = schema.values(instance)
-        else:
+        values = arguments.take(schema) if type(arguments) is CheckedArguments else None
+        if values is None:
             try:
                 values = schema.validate(arguments, self.name)
             except ArgumentsError as exc:
