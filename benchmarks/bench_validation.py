@@ -8,9 +8,10 @@ every call, too. toolweave checks a step whose arguments hold no reference with 
 step with references is checked against the tool's JSON schema (its references stand for values of their types)
 and validated by the tool when called, with the references' values.
 
-Tools: `noop` (no input schema: nothing to check; the reference), `flat` (`name: str, count: int`), `nested` (a
-pydantic model, a `Literal`, a list, a default). Plans: 1,000 and 10,000 independent steps with literal arguments,
-and a 1,000-step chain in which every step also passes the previous step's output (references: the schema path).
+Tools: `noop` (no input schema: nothing to check; the reference, given each other tool's arguments in turn), `flat`
+(`name: str, count: int`), `nested` (a pydantic model, a `Literal`, a list, a default). Plans: 1,000 and 10,000
+independent steps with literal arguments, and a 1,000-step chain in which every step also passes the previous
+step's output (references: the schema path).
 
 Reported per case: validation alone, µs per step (parse excluded); `run_plan` and the floor (`_floor.py`, which
 calls each tool through `Tool.call`, so its tools validate their arguments there) in µs per step and their ratio;
