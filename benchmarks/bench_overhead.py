@@ -22,7 +22,9 @@ Goals: with `noop` tools, toolweave <= 1.15x the floor; with suspending tools, <
 plans and the 1,000 concurrent `noop` plans) <= 1.3x the floor's.
 
 Run: `python -m benchmarks.bench_overhead` (about five minutes), `--quick` (seconds), `--no-gc` (the cyclic garbage
-collector off while measuring).
+collector off while measuring), `--loop uvloop` (every runner on uvloop, where it installs), `--loop trio` (toolweave
+on trio; the floor, written on bare asyncio, stays on asyncio's own loop, so the ratio is what a trio user pays
+against the cheapest asyncio runner).
 Writes `benchmarks/results/overhead.json` (or `--output PATH`).
 """
 
@@ -37,7 +39,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,8 @@ __all__ = ('NoopTool', 'SleepTool', 'YieldTool', 'main')
 RESULTS = Path(__file__).parent / 'results' / 'overhead.json'
 BACKEND_OPTIONS: dict[str, Any] = {}
 """anyio's asyncio options for every measured run (`{'use_uvloop': True}` with `--loop uvloop`)."""
+BACKENDS: dict[str, str] = {}
+"""The anyio backend a runner runs on, by name, when not asyncio (`{'toolweave': 'trio'}` with `--loop trio`)."""
 GOAL_NOOP = 1.15
 GOAL_SUSPENDING = 1.2
 GOAL_MEMORY = 1.3
@@ -154,8 +158,10 @@ def _runners(case: Case) -> dict[str, Callable[[], Awaitable[Any]]]:
         runs = [run_plan(each, toolset, max_steps=case.steps) for each in plans]
         if case.plans == 1:
             assert (await runs[0]).succeeded == case.steps
-        else:
+        elif BACKENDS.get('toolweave', 'asyncio') == 'asyncio':
             await gather(runs)
+        else:
+            await _gather_anyio(runs)
 
     async def floor() -> None:
         await gather([run_floor(each, tools) for each in plans])
@@ -163,14 +169,29 @@ def _runners(case: Case) -> dict[str, Callable[[], Awaitable[Any]]]:
     return {'toolweave': toolweave, 'floor': floor}
 
 
-def _timed(run: Callable[[], Awaitable[Any]]) -> float:
+async def _gather_anyio(coroutines: list[Coroutine[Any, Any, Any]]) -> None:
+    """`gather` on any anyio backend: one task each in a task group (how a trio program starts many plans)."""
+    async def wait(coroutine: Coroutine[Any, Any, Any]) -> None:
+        await coroutine
+
+    async with anyio.create_task_group() as group:
+        for coroutine in coroutines:
+            group.start_soon(wait, coroutine)
+
+
+def _run(run: Callable[[], Awaitable[Any]], backend: str) -> Any:
+    """`anyio.run` on `backend`, with the asyncio options of `--loop` there."""
+    return anyio.run(run, backend=backend, backend_options=BACKEND_OPTIONS if backend == 'asyncio' else {})
+
+
+def _timed(run: Callable[[], Awaitable[Any]], backend: str = 'asyncio') -> float:
     async def timed() -> float:
         started = time.perf_counter()
         await run()
         return time.perf_counter() - started
 
     gc.collect()
-    return anyio.run(timed, backend_options=BACKEND_OPTIONS)
+    return float(_run(timed, backend))
 
 
 def _measure(case: Case, repeats: int, peer: bool) -> Case:
@@ -184,7 +205,7 @@ def _measure(case: Case, repeats: int, peer: bool) -> Case:
         order = list(runners) if repeat % 2 == 0 else list(reversed(runners))  # alternate who runs first
         for name in order:
             before = gc.get_stats()[0]['collections']
-            case.runs[name].append(_timed(runners[name]))
+            case.runs[name].append(_timed(runners[name], BACKENDS.get(name, 'asyncio')))
             case.young_collections[name] = gc.get_stats()[0]['collections'] - before
     for name, runs in case.runs.items():
         case.us_per_step[name] = statistics.median(runs) / case.total_steps * 1e6
@@ -197,7 +218,7 @@ def _memory(case: Case) -> None:
         gc.collect()
         tracemalloc.start()
         try:
-            anyio.run(run, backend_options=BACKEND_OPTIONS)
+            _run(run, BACKENDS.get(name, 'asyncio'))
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -253,14 +274,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--repeats', type=int, default=None, help='runs per runner and case (default 7, quick 1)')
     parser.add_argument('--no-memory', action='store_true', help='skip the tracemalloc runs')
     parser.add_argument('--no-peers', action='store_true', help='skip LangGraph even when it is installed')
-    parser.add_argument('--loop', choices=('asyncio', 'uvloop'), default='asyncio',
-                        help="the event loop of every runner: asyncio's own (default) or uvloop (where it installs)")
+    parser.add_argument('--loop', choices=('asyncio', 'uvloop', 'trio'), default='asyncio',
+                        help="the event loop of every runner: asyncio's own (default) or uvloop (where it installs); "
+                             'trio: toolweave on trio, the floor (bare asyncio) on asyncio')
     parser.add_argument('--no-gc', action='store_true',
                         help="turn Python's cyclic garbage collector off while measuring (what walking the objects "
                              'each runner keeps alive costs)')
     parser.add_argument('--output', type=Path, default=RESULTS, help=f'JSON report path (default {RESULTS})')
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 7)
+    BACKEND_OPTIONS.clear()  # a second call in one process starts from the defaults
+    BACKENDS.clear()
     if args.no_gc:
         gc.disable()
     if args.loop == 'uvloop':
@@ -270,6 +294,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print('uvloop is not installed (pip install uvloop): nothing to measure.')
             return {'skipped': 'uvloop not installed'}
         BACKEND_OPTIONS['use_uvloop'] = True
+    if args.loop == 'trio':
+        try:
+            import trio  # noqa: F401
+        except ImportError:
+            print('trio is not installed (pip install trio): nothing to measure.')
+            return {'skipped': 'trio not installed'}
+        BACKENDS['toolweave'] = 'trio'
     peers = langgraph_available() and not args.no_peers
     print(f'Overhead benchmark ({"quick" if args.quick else "full"}): median of {repeats} interleaved runs, '
           f'Python {platform.python_version()}, {args.loop}{", cyclic GC off" if args.no_gc else ""}; '

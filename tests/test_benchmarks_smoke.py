@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 from pathlib import Path
@@ -9,7 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 from benchmarks import __main__ as runner
-from benchmarks import _dags, _floor, _peers, bench_scheduling
+from benchmarks import _dags, _floor, _peers, bench_overhead, bench_scheduling
+
+from toolweave.tools import ToolArguments, ToolCallContext, ToolResult
 
 
 def test_scheduling_quick_writes_its_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,6 +42,32 @@ def test_every_benchmark_quick_mode_writes_its_report(name: str, tmp_path: Path)
     output = tmp_path / 'report.json'
     importlib.import_module(name).main(['--quick', '--output', str(output), *SMOKE_EXTRA.get(name, [])])
     assert isinstance(json.loads(output.read_text()), dict)
+
+
+def test_overhead_on_trio_runs_toolweave_there_and_the_floor_on_asyncio(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: set[str] = set()
+
+    class Noting(bench_overhead.NoopTool):
+        async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                seen.add('trio')  # no asyncio loop runs this call
+            else:
+                seen.add('asyncio')
+            return self._result
+
+    monkeypatch.setitem(bench_overhead.TOOLS, 'noop', Noting)
+    output = tmp_path / 'overhead.json'
+    bench_overhead.main(['--quick', '--no-memory', '--no-peers', '--loop', 'trio', '--output', str(output)])
+    assert seen == {'trio', 'asyncio'}  # the floor is bare asyncio: the trio calls are toolweave's
+    data = json.loads(output.read_text())
+    assert data['loop'] == 'trio'
+    assert all(case['us_per_step']['toolweave'] > 0 and case['us_per_step']['floor'] > 0 for case in data['cases'])
+    seen.clear()
+    bench_overhead.main(['--quick', '--no-memory', '--no-peers', '--output', str(output)])
+    assert seen == {'asyncio'}  # the next run in the same process is on asyncio again
 
 
 def test_every_benchmark_module_is_discovered() -> None:
