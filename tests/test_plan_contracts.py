@@ -378,3 +378,19 @@ def test_preparing_a_tools_contract_does_not_keep_the_tool_alive() -> None:
     del short_lived
     gc.collect()
     assert gone() is None
+
+
+class _Unhashable(FakeTool):
+    """A tool that compares by value, so it cannot be hashed (nor kept in a cache of tools)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Unhashable) and other.name == self.name
+
+
+async def test_a_tool_that_cannot_be_hashed_is_checked_and_run_all_the_same() -> None:
+    counter = _Unhashable('count', parameters={'type': 'object', 'properties': {'n': {'type': 'integer'}}})
+    bad = {'steps': [{'id': 'a', 'tool': 'count', 'arguments': {'n': 'three'}}]}
+    for _ in range(2):  # prepared anew each time, with the same outcome
+        assert validate_plan(bad, [counter]) == ["steps[0] (id 'a'): arguments.n: 'three' is not of type 'integer'."]
+    run = await toolweave.run_plan({'steps': [{'id': 'a', 'tool': 'count', 'arguments': {'n': 3}}]}, [counter])
+    assert run.ok and run.step('a').output == 'ok'
