@@ -226,8 +226,8 @@ class Contract:
         definition = tool.definition
         method = type(tool).check_arguments
         self.own: Callable[..., Any] | None = method if method is not Tool.check_arguments else None
-        """The tool's own validation (`Tool.check_arguments`, unbound: a contract outlives no tool), which checks
-        arguments without references."""
+        """The tool's own validation (`Tool.check_arguments`, unbound: a kept contract keeps no tool alive), which
+        checks arguments without references."""
         self.name = definition.name
         self.schema: Mapping[str, Any] = definition.parameters
         self.output = output_schema(tool)
