@@ -43,6 +43,7 @@ import asyncio
 import heapq
 import json
 import logging
+from array import array
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -55,7 +56,19 @@ from toolweave.exceptions import ApprovalPending
 from toolweave.plan._expr import ExpressionError, evaluate, truthy
 from toolweave.plan._model import MissingField, Plan, PlanStep, StepStatus
 from toolweave.plan._parse import excerpt
-from toolweave.plan._record import JSON_START, ItemRecord, PlanRun, StepRecord, cut, jsonable, step_result
+from toolweave.plan._record import (
+    CALLED,
+    CONDITION_SKIPPED,
+    FROM_OUTPUT,
+    JSON_START,
+    TEXT,
+    ItemRecord,
+    PlanRun,
+    StepRecord,
+    cut,
+    jsonable,
+    step_result,
+)
 from toolweave.plan._refs import ResolveError
 from toolweave.plan._scan import RefTable, Resolver, Rewrite
 from toolweave.plan._validate import Prepared, StepKind
@@ -178,12 +191,28 @@ class Extension:
         that stopped it, if one did."""
 
 
+def _unset(n: int) -> array[float]:
+    """`n` times not stamped (NaN)."""
+    return array('d', _NAN_TIME) * n
+
+
+_NAN_TIME = (float('nan'),)
+
+
 def _overrides(extension: Extension, name: str) -> bool:
     return getattr(type(extension), name) is not getattr(Extension, name)
 
 
 class Run:
     """One run of a validated plan: the records, the dependency counters, the ready heap and the workers."""
+
+    # Slots, not an instance dict: a server runs thousands of plans at once, each with one of these.
+    __slots__ = ('admits', 'arriving', 'blocked', 'cancelled', 'checked', 'coming', 'concurrency', 'condition_origin',
+                 'context', 'deadline', 'dependents', 'deps', 'ended', 'extensions', 'fatal', 'freed', 'heavy',
+                 'held', 'holding', 'hooked', 'idle', 'items_ahead', 'kinds', 'limit', 'loop', 'memory_limit',
+                 'on_ready', 'on_transition', 'park_ahead', 'plain', 'prepared', 'priority', 'ready', 'records',
+                 'resolver', 'rewrite', 'settled_at', 'started', 'step_timeout', 'steps', 'stuck', 'syncs', 't0',
+                 'task_group', 'tasks', 'timeout', 'tools', 'unfinished', 'waiting', 'workers')
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None = None, step_timeout: float | None = None,
                  missing_field: MissingField = 'error', context: ToolCallContext = ToolCallContext.EMPTY,
@@ -202,7 +231,11 @@ class Run:
         self.kinds = prepared.kinds
         self.checked = prepared.checked
         """Arguments the steps' tools validated ahead (`Prepared.checked`), taken by the step's call."""
-        self.records = [StepRecord(step, index, self) for index, step in enumerate(plan.steps)]
+        self.records = [StepRecord(index, self) for index in range(len(plan.steps))]
+        self.started = _unset(len(plan.steps))
+        """Per step, seconds from `t0` to its start (NaN: not started): floats in one array, not an object each."""
+        self.ended = _unset(len(plan.steps))
+        """Per step, seconds from `t0` to its end (NaN: not ended)."""
         self.resolver = Resolver(prepared.table, self.records, missing_field, plan.dialect, prepared.external)
         self.concurrency = concurrency
         self.step_timeout = step_timeout
@@ -317,21 +350,33 @@ class Run:
         now = perf_counter() - self.t0
         target: StepRecord | ItemRecord = record if item is None else item
         was = target.status
+        start: bool | None = False
+        """Whether to stamp the start now (`None`: only if it has not started: a step that failed before it was
+        taken up, its references not resolving)."""
+        end = False
         if status == 'running':
             target.attempts += 1
-            if was != 'running':  # a start (after a review, the tool's own start)
-                target.started_at = now
+            start = was != 'running'  # a start (after a review, the tool's own start)
         elif status == 'succeeded' or status == 'failed':
-            target.ended_at = now
-            if target.started_at is None:  # failed before it was taken up (its references did not resolve)
-                target.started_at = now
+            start, end = None, True
         elif status == 'reviewing':
-            target.started_at = now
+            start = True
         elif status == 'skipped':
-            target.ended_at = now
+            end = True
         elif status == 'cancelled' and was in _LIVE:
-            target.ended_at = now
+            end = True
             detail = {'started': was == 'running', **(detail or {})}
+        if item is None:
+            index = record.index
+            if start or (start is None and self.started[index] != self.started[index]):  # NaN: not started
+                self.started[index] = now
+            if end:
+                self.ended[index] = now
+        else:
+            if start or (start is None and item.started_at is None):
+                item.started_at = now
+            if end:
+                item.ended_at = now
         target.status = status
         target.error = error
         if self.on_transition:
@@ -372,7 +417,7 @@ class Run:
             if self.heavy:  # some step's value is an object or an array: what this one copies counts
                 held = await self.hold(index)
             arguments = self.inputs(index)
-            record.called = True
+            record.flags |= CALLED
             if self.plain:  # no extension takes part in calls, no step timeout: the tool's own call, awaited here
                 tool = self.tools[index]
                 assert tool is not None  # only select steps have none, and they call nothing
@@ -388,7 +433,7 @@ class Run:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
         except StepParked as exc:
-            record.called = False
+            record.flags &= ~CALLED
             self.park(index, str(exc), exc.detail)
         except StepCancelled:
             pass  # the run is being cancelled: the step is recorded, the rest will be
@@ -407,13 +452,13 @@ class Run:
         output = result.output
         if not result.has_value and output and output[0] not in JSON_START and not output[0].isspace():
             record.output = record.value = record.ref_value = output  # plain text: `step_result`'s quick case
-            record.is_text = record.from_output = True
+            record.flags |= TEXT | FROM_OUTPUT
             return
         try:
-            (record.output, record.value, record.ref_value, record.is_text, record.from_output,
-             record.size) = step_result(result)
+            record.output, record.value, record.ref_value, is_text, from_output, record.size = step_result(result)
         except ValueError as exc:
             raise StepFailed(str(exc)) from None
+        record.flags |= (TEXT if is_text else 0) | (FROM_OUTPUT if from_output else 0)
         if record.size:
             self.heavy = True
 
@@ -546,7 +591,7 @@ class Run:
             if kind.source is None and kind.for_each is None:
                 return False
             if kind.source is not None:
-                record.called = True
+                record.flags |= CALLED
                 self.transition(record, 'running')
                 found = self.resolve_field(index, kind.source, kind.source_rewrite)
                 self.record_value(record, found if kind.select is None else await self.evaluate(index, kind, found))
@@ -556,7 +601,7 @@ class Run:
             self.transition(record, 'failed', str(exc))
             self.release(index, ok=False)
         except StepParked as exc:
-            record.called = False
+            record.flags &= ~CALLED
             self.park(index, str(exc), exc.detail)
         except StepCancelled:
             pass  # the run is being cancelled: what is unfinished is recorded as it ends
@@ -577,7 +622,7 @@ class Run:
         if truthy(result):
             return True
         record = self.records[index]
-        record.condition_skipped = True
+        record.flags |= CONDITION_SKIPPED
         self.condition_origin[index] = step.id
         select = step.when.select if step.when is not None else '@'
         self.transition(record, 'skipped', f'Skipped because its condition is false: {select!r} gave '
@@ -609,8 +654,7 @@ class Run:
         except (ValueError, TypeError) as exc:
             raise StepFailed(f'The value cannot be recorded as JSON: {exc}') from None
         record.value = record.ref_value = data
-        record.is_text = False
-        record.from_output = True  # the output is the value's JSON: the summary shows the value as it is
+        record.flags = record.flags & ~TEXT | FROM_OUTPUT  # the output is the value's JSON: shown as it is
         if isinstance(data, (dict, list)):
             record.size = len(record.output)
             self.heavy = True
@@ -635,7 +679,7 @@ class Run:
         for earlier in self.items_ahead.get(index, ()):
             if earlier.index < len(items):
                 items[earlier.index] = earlier
-        record.called = True
+        record.flags |= CALLED
         self.transition(record, 'running')
         todo = [(item, elements[item.index]) for item in items if item.status not in _ENDED]
         parked: list[StepParked] = []
@@ -742,7 +786,7 @@ class Run:
             self.transition(records[index], 'skipped', f"Skipped because dependency '{records[culprit].id}' failed")
             return
         self.condition_origin[index] = origin
-        records[index].condition_skipped = True
+        records[index].flags |= CONDITION_SKIPPED
         self.transition(records[index], 'skipped', f"Skipped because the condition of step '{origin}' is false",
                         {'condition': origin})
 
@@ -752,18 +796,19 @@ class Run:
         records = self.records
         for index, fill in ended.items():
             record = records[index]
-            record.status, record.output, record.ref_value, record.is_text, record.from_output, record.error = (
-                fill.status, fill.output, fill.value, fill.is_text, fill.from_output, fill.error)
+            record.status, record.output, record.ref_value, record.error = (
+                fill.status, fill.output, fill.value, fill.error)
             record.value = fill.value
+            record.flags = ((TEXT if fill.is_text else 0) | (FROM_OUTPUT if fill.from_output else 0)
+                            | (CALLED if fill.status == 'succeeded' else 0)
+                            | (CONDITION_SKIPPED if fill.condition is not None else 0))
             if isinstance(fill.value, (dict, list)):
                 record.size = len(compact(fill.value))
                 self.heavy = True
-            record.called = fill.status == 'succeeded'
             record.given = fill.arguments
             if fill.items is not None:
                 record.items = list(fill.items)
             if fill.condition is not None:
-                record.condition_skipped = True
                 self.condition_origin[index] = fill.condition
         self.unfinished = len(records) - len(ended)
         skipped: list[int] = []
@@ -881,7 +926,9 @@ class Run:
         self.take_graph(prepared)
         self.steps = steps
         records = self.records
-        records.extend(StepRecord(steps[index], index, self) for index in range(known, len(steps)))
+        records.extend(StepRecord(index, self) for index in range(known, len(steps)))
+        self.started.extend(_unset(len(steps) - known))
+        self.ended.extend(_unset(len(steps) - known))
         self.waiting.extend([0] * (len(records) - known))
         self.limit = self.concurrency or len(records) or 1
         self.held = held
@@ -913,9 +960,9 @@ class Run:
         self.steps = plan.steps
         records = self.records
         known = len(records)
-        for record, step in zip(records, plan.steps, strict=False):
-            record.step = step
-        records.extend(StepRecord(step, index, self) for index, step in enumerate(plan.steps[known:], known))
+        records.extend(StepRecord(index, self) for index in range(known, len(plan.steps)))
+        self.started.extend(_unset(len(plan.steps) - known))
+        self.ended.extend(_unset(len(plan.steps) - known))
         self.waiting.extend([0] * (len(records) - known))
         self.limit = self.concurrency or len(records) or 1
 

@@ -23,8 +23,11 @@ if TYPE_CHECKING:
     from toolweave.tools import ToolResult
 
 __all__ = (
+    'CALLED',
+    'CONDITION_SKIPPED',
     'DEFAULT_MAX_OUTPUT_CHARS',
     'EventHandler',
+    'FROM_OUTPUT',
     'ItemRecord',
     'NOTHING_RETURNED',
     'PlanEvent',
@@ -32,6 +35,7 @@ __all__ = (
     'StepGraph',
     'StepRecord',
     'StepResult',
+    'TEXT',
     'cut',
     'jsonable',
     'parse_output',
@@ -159,15 +163,27 @@ class ItemRecord:
                 'attempts': self.attempts}
 
 
+TEXT = 1
+"""`StepRecord.flags`: `ref_value` is raw text that did not parse as JSON."""
+FROM_OUTPUT = 2
+"""`StepRecord.flags`: `ref_value` was parsed from `output`."""
+CALLED = 4
+"""`StepRecord.flags`: the step's arguments were resolved and its tool called (or its expression evaluated)."""
+CONDITION_SKIPPED = 8
+"""`StepRecord.flags`: skipped because a `when` condition was false."""
+
+
 class StepRecord:
-    """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned."""
+    """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned.
 
-    __slots__ = ('_graph', 'attempts', 'called', 'condition_skipped', 'ended_at', 'error', 'from_output', 'given',
-                 'index', 'is_text', 'items', 'output', 'ref_value', 'size', 'started_at', 'status', 'step', 'value')
+    A run holds one record per step for as long as it lives, so a record keeps only what differs from step to
+    step: the step itself and its times are read from its run (whose tables hold the times as plain floats, not
+    as an object each), and its four yes-or-no facts are bits of one int (`flags`)."""
 
-    def __init__(self, step: PlanStep, index: int, graph: StepGraph) -> None:
-        self.step = step
-        """The step as planned."""
+    __slots__ = ('_graph', 'attempts', 'error', 'flags', 'given', 'index', 'items', 'output', 'ref_value', 'size',
+                 'status', 'value')
+
+    def __init__(self, index: int, graph: StepGraph) -> None:
         self.index = index
         """Position of the step in the plan."""
         self._graph = graph
@@ -178,26 +194,54 @@ class StepRecord:
         """The tool's value (`ToolResult.value` when set, else the output parsed as JSON, else the text)."""
         self.ref_value: Any = None
         """`value` as JSON data: what references to this step read (each reading step gets its own copy)."""
-        self.is_text = False
-        """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
-        self.from_output = False
-        """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
+        self.flags = 0
+        """`TEXT`, `FROM_OUTPUT`, `CALLED` and `CONDITION_SKIPPED`, or'ed (read them as the properties of those
+        names)."""
         self.size = 0
         """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
         self.error: str | None = None
-        self.started_at: float | None = None
-        """Seconds from the start of the run to the start of the step."""
-        self.ended_at: float | None = None
-        self.called = False
-        """Whether the step's arguments were resolved and its tool called (or its expression evaluated)."""
         self.items: list[ItemRecord] | None = None
         """A `for_each` step's elements, in list order, once its list is known."""
-        self.condition_skipped = False
-        """Skipped because a `when` condition was false (its own or a dependency's): an outcome, not an error."""
         self.given: Any = None
         """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
         self.attempts = 0
         """How many times the step was started (more than once when a retry policy tried its call again)."""
+
+    @property
+    def step(self) -> PlanStep:
+        """The step as planned."""
+        return self._graph.steps[self.index]
+
+    @property
+    def is_text(self) -> bool:
+        """Whether `ref_value` is raw text that did not parse as JSON (a field path on it is an error)."""
+        return bool(self.flags & TEXT)
+
+    @property
+    def from_output(self) -> bool:
+        """Whether `ref_value` was parsed from `output` (so the summary need not parse it again)."""
+        return bool(self.flags & FROM_OUTPUT)
+
+    @property
+    def called(self) -> bool:
+        """Whether the step's arguments were resolved and its tool called (or its expression evaluated)."""
+        return bool(self.flags & CALLED)
+
+    @property
+    def condition_skipped(self) -> bool:
+        """Skipped because a `when` condition was false (its own or a dependency's): an outcome, not an error."""
+        return bool(self.flags & CONDITION_SKIPPED)
+
+    @property
+    def started_at(self) -> float | None:
+        """Seconds from the start of the run to the start of the step."""
+        at = self._graph.started[self.index]
+        return None if at != at else at  # NaN: not started
+
+    @property
+    def ended_at(self) -> float | None:
+        at = self._graph.ended[self.index]
+        return None if at != at else at  # NaN: not ended
 
     @property
     def id(self) -> str:
@@ -280,10 +324,21 @@ class StepRecord:
 
 
 class StepGraph(Protocol):
-    """What records read from their run: the plan's steps, the dependency graph, and argument resolution."""
+    """What records read from their run: the plan's steps, their times, the dependency graph, and argument
+    resolution."""
 
     t0: float
     """`time.perf_counter()` when the run started."""
+
+    @property
+    def started(self) -> Sequence[float]:
+        """Per step, seconds from `t0` to its start, NaN while it has not started."""
+        ...
+
+    @property
+    def ended(self) -> Sequence[float]:
+        """Per step, seconds from `t0` to its end, NaN while it has not ended."""
+        ...
 
     @property
     def steps(self) -> Sequence[PlanStep]: ...
