@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -68,6 +69,15 @@ def test_overhead_on_trio_runs_toolweave_there_and_the_floor_on_asyncio(tmp_path
     seen.clear()
     bench_overhead.main(['--quick', '--no-memory', '--no-peers', '--output', str(output)])
     assert seen == {'asyncio'}  # the next run in the same process is on asyncio again
+
+
+@pytest.mark.skipif(importlib.util.find_spec('resource') is None, reason='the peak is read with `resource` (Unix)')
+def test_overhead_measures_each_runners_process_peak_in_a_fresh_process() -> None:
+    case = bench_overhead.Case('noop', 'chain', 10, plans=5)
+    bench_overhead._process_peak(case)
+    # A fresh Python with toolweave imported holds a few MiB at least; the two runners are measured apart.
+    assert set(case.peak_mib) == {'toolweave', 'floor'}
+    assert all(5 < mib < 4096 for mib in case.peak_mib.values())
 
 
 def test_every_benchmark_module_is_discovered() -> None:
