@@ -234,10 +234,11 @@ def _memory(case: Case) -> None:
 
 def _process_peak(case: Case) -> None:
     """Peak resident memory of a fresh process per runner that makes the case's plans and runs them once: what a
-    server running those plans holds at most, interpreter, imports and plan dicts included (as the floor's)."""
-    try:
-        import resource  # noqa: F401  (Unix only)
-    except ImportError:
+    server running those plans holds at most, interpreter, imports and plan dicts included (as the floor's).
+
+    Read from Linux's `VmHWM` (the high-water mark of the process's own memory since it started its program):
+    `getrusage`'s peak would carry over the peak of this process, which started the child."""
+    if not Path('/proc/self/status').exists():
         return
     spawn = multiprocessing.get_context('spawn')
     for name in ('toolweave', 'floor'):
@@ -254,13 +255,14 @@ def _process_peak(case: Case) -> None:
 def _peak_of(tool: str, shape: str, steps: int, plans: int, name: str, backends: dict[str, str],
              options: dict[str, Any], queue: Any) -> None:
     """In a fresh process: run one runner on the case once, then send the process's peak resident MiB."""
-    import resource
-
     BACKENDS.update(backends)
     BACKEND_OPTIONS.update(options)
     _run(_runners(Case(tool, shape, steps, plans))[name], BACKENDS.get(name, 'asyncio'))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put(peak / 2**20 if sys.platform == 'darwin' else peak / 1024)  # bytes on macOS, KiB elsewhere
+    for line in Path('/proc/self/status').read_text().splitlines():
+        if line.startswith('VmHWM:'):
+            queue.put(int(line.split()[1]) / 1024)  # kB
+            return
+    raise RuntimeError('/proc/self/status has no VmHWM')
 
 
 async def _phases(plan: dict[str, Any], n: int) -> dict[str, float]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import importlib.util
 import json
 from pathlib import Path
 
@@ -71,13 +70,15 @@ def test_overhead_on_trio_runs_toolweave_there_and_the_floor_on_asyncio(tmp_path
     assert seen == {'asyncio'}  # the next run in the same process is on asyncio again
 
 
-@pytest.mark.skipif(importlib.util.find_spec('resource') is None, reason='the peak is read with `resource` (Unix)')
+@pytest.mark.skipif(not Path('/proc/self/status').exists(), reason="the peak is Linux's VmHWM")
 def test_overhead_measures_each_runners_process_peak_in_a_fresh_process() -> None:
+    ballast = b'x' * (300 * 2**20)  # this process's peak (every page written) must not become the children's
     case = bench_overhead.Case('noop', 'chain', 10, plans=5)
     bench_overhead._process_peak(case)
+    del ballast
     # A fresh Python with toolweave imported holds a few MiB at least; the two runners are measured apart.
     assert set(case.peak_mib) == {'toolweave', 'floor'}
-    assert all(5 < mib < 4096 for mib in case.peak_mib.values())
+    assert all(5 < mib < 250 for mib in case.peak_mib.values()), case.peak_mib
 
 
 def test_every_benchmark_module_is_discovered() -> None:
