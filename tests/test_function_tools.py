@@ -91,6 +91,16 @@ def test_configured_decorator_sets_name_description_and_metadata() -> None:
     assert (meta.return_direct, meta.requires_approval, meta.category) == (True, True, 'web')
 
 
+def test_tool_called_on_a_function_with_options_keeps_them() -> None:
+    def search(query: str) -> str:
+        """Search."""
+        return query
+
+    made = tool(search, name='web-search', requires_approval=True, read_only=True)
+    assert made.name == 'web-search'
+    assert (made.definition.metadata.requires_approval, made.definition.metadata.read_only) == (True, True)
+
+
 def test_function_without_docstring_has_empty_description() -> None:
     @tool
     def bare(x: int) -> int:

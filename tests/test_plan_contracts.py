@@ -9,9 +9,10 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 import toolweave
-from toolweave import PlanValidationError, ToolMetadata, tool, validate_plan
+from toolweave import FunctionTool, PlanValidationError, ToolMetadata, tool, validate_plan
 from toolweave.plan import Retries
 from toolweave.testing import FakeTool
+from toolweave.tools import ArgumentsError
 
 pytestmark = pytest.mark.anyio
 
@@ -40,10 +41,12 @@ def get_weather(city: str, days: int = 1, unit: Literal['c', 'f'] = 'c') -> dict
     return {'temp': 18.0}
 
 
-@tool
-def send(to: str, count: int, flag: bool = False) -> str:
+def _send(to: str, count: int, flag: bool = False) -> str:
     """Send something."""
     return f'{to} x{count}'
+
+
+send = FunctionTool(_send, name='send')
 
 
 @tool
@@ -231,10 +234,10 @@ async def test_a_literal_step_is_validated_once_before_the_plan_runs_and_the_cal
     assert run.succeeded == 5
     assert (run.step('a').output, run.step('b').output) == ('2 x tea', '1 x cake2 x tea')
     # a: once, before any step ran (its call took that); b holds a reference: its literal part is checked before
-    # any step runs too, and its tool validates the whole when called, with the reference's value
-    assert _EVENTS[:2] == ['validated 2', 'validated 1']
-    assert [e for e in _EVENTS if e != 'first ran'] == ['validated 2', 'validated 1', 'placed tea', 'validated 1',
-                                                        'placed cake']
+    # any step runs too, and its tool validates the whole when called, with the reference's value. (The steps
+    # without references are checked last, all of one tool's together.)
+    assert sorted(_EVENTS[:2]) == ['validated 1', 'validated 2']
+    assert [e for e in _EVENTS[2:] if e != 'first ran'] == ['placed tea', 'validated 1', 'placed cake']
 
 
 async def test_a_literal_step_the_tool_would_reject_stops_the_plan_with_the_tools_own_words() -> None:
@@ -250,6 +253,63 @@ async def test_a_literal_step_the_tool_would_reject_stops_the_plan_with_the_tool
         "steps[1] (id 'o'): arguments.extra: Unexpected argument, got 1. Tool 'place' takes: order, note.",
     ]
     assert probe.calls == []
+
+
+async def test_many_literal_steps_of_one_tool_are_each_validated_once_and_each_call_uses_its_own() -> None:
+    # 300 steps: more than one call of the tool's validator (it checks them together, a chunk at a time)
+    _EVENTS.clear()
+    steps = [{'id': f's{i}', 'tool': 'place', 'arguments': {'order': {'item': f'item{i}', 'quantity': i + 1}}}
+             for i in range(300)]
+    run = await toolweave.run_plan({'steps': steps}, [place])
+    assert run.succeeded == 300
+    assert [run.step(f's{i}').output for i in (0, 150, 299)] == ['1 x item0', '151 x item150', '300 x item299']
+    validated = [e for e in _EVENTS if e.startswith('validated')]
+    assert sorted(validated) == sorted(f'validated {i + 1}' for i in range(300))  # once each, none at the call
+    assert len([e for e in _EVENTS if e.startswith('placed')]) == 300
+
+
+async def test_one_wrong_step_among_many_is_named_alone_in_the_tools_own_words() -> None:
+    steps = [{'id': f's{i}', 'tool': 'place', 'arguments': {'order': {'item': 'tea', 'quantity': i}}}
+             for i in range(200)]
+    steps[137]['arguments'] = {'order': {'item': 'tea', 'quantity': 'lots'}}
+    with pytest.raises(PlanValidationError) as caught:
+        await toolweave.run_plan({'steps': steps}, [place])
+    assert caught.value.problems == [
+        "steps[137] (id 's137'): arguments.order.quantity: Input should be a valid integer, unable to parse string "
+        'as an integer, got "lots".']
+
+
+async def test_a_subclass_that_changes_check_arguments_alone_is_asked_for_every_step() -> None:
+    asked: list[Any] = []
+
+    class Strict(FunctionTool[..., str]):
+        def check_arguments(self, arguments: Any, **kwargs: Any) -> Any:
+            asked.append(dict(arguments))
+            if arguments.get('to') == 'nobody':
+                raise ArgumentsError('to: nobody is not an address', problems=['to: not an address'])
+            return super().check_arguments(arguments, **kwargs)
+
+    strict = Strict(_send, name='send')
+    plan = {'steps': [{'id': 'a', 'tool': 'send', 'arguments': {'to': 'ann', 'count': 1}},
+                      {'id': 'b', 'tool': 'send', 'arguments': {'to': 'nobody', 'count': 2}}]}
+    assert validate_plan(plan, [strict]) == ["steps[1] (id 'b'): arguments.to: not an address."]
+    assert asked == [{'to': 'ann', 'count': 1}, {'to': 'nobody', 'count': 2}]
+
+
+async def test_a_tool_whose_check_of_many_raises_has_each_step_checked_alone() -> None:
+    class Faulty(FunctionTool[..., str]):
+        def check_arguments_many(self, arguments: Any) -> Any:
+            raise RuntimeError('broken')
+
+    faulty = Faulty(_send, name='send')
+    plan = {'steps': [{'id': 'a', 'tool': 'send', 'arguments': {'to': 'ann', 'count': 1}},
+                      {'id': 'b', 'tool': 'send', 'arguments': {'to': 'bob', 'count': 'two'}}]}
+    assert validate_plan(plan, [faulty]) == [
+        "steps[1] (id 'b'): arguments.count: Input should be a valid integer, unable to parse string as an integer, "
+        'got "two".']
+    plan['steps'].pop()
+    run = await toolweave.run_plan(plan, [faulty])
+    assert run.step('a').output == 'ann x1'
 
 
 async def test_a_retried_literal_step_is_validated_again_so_a_call_that_changed_its_input_cannot_leak() -> None:

@@ -219,15 +219,22 @@ def usable(schema: Any, tool: str, kind: str) -> bool:
 class Contract:
     """One tool's input schema, prepared to check literal arguments quickly, and its output schema."""
 
-    __slots__ = ('_types', '_validator', 'closed', 'name', 'output', 'own', 'permissive', 'properties', 'required',
-                 'schema', 'simple')
+    __slots__ = ('_types', '_validator', 'closed', 'name', 'output', 'own', 'own_many', 'permissive', 'properties',
+                 'required', 'schema', 'simple')
 
     def __init__(self, tool: Tool) -> None:
         definition = tool.definition
-        method = type(tool).check_arguments
+        cls = type(tool)
+        method = cls.check_arguments
         self.own: Callable[..., Any] | None = method if method is not Tool.check_arguments else None
         """The tool's own validation (`Tool.check_arguments`, unbound: a kept contract keeps no tool alive), which
         checks arguments without references."""
+        many = cls.check_arguments_many
+        self.own_many: Callable[..., Any] | None = (
+            many if self.own is not None and many is not Tool.check_arguments_many
+            and issubclass(_owner(cls, 'check_arguments_many'), _owner(cls, 'check_arguments')) else None)
+        """The same for many calls at once (`Tool.check_arguments_many`), where the class that defines it is the
+        one whose `check_arguments` is in effect, or below it."""
         self.name = definition.name
         self.schema: Mapping[str, Any] = definition.parameters
         self.output = output_schema(tool)
@@ -350,6 +357,11 @@ class Contract:
         expected = '/'.join(sorted(wanted or ()))
         return (f'arguments.{key}: reference {ref.text!r} gives {given}, but {self.name!r} expects {expected} here. '
                 'Refer to a field of the right type, or convert it with a select step first.')
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class in `cls`'s hierarchy whose own body defines `name`."""
+    return next(c for c in cls.__mro__ if name in c.__dict__)
 
 
 def literal_problems(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:

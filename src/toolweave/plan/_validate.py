@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import accumulate, islice
@@ -35,7 +35,7 @@ from toolweave.plan._parse import (
 )
 from toolweave.plan._refs import ID_PATTERN, IDS_PATTERN
 from toolweave.plan._scan import Binding, OverBudget, RefTable, Rewrite, Scanner, position_of
-from toolweave.tools import Tool, Toolset, ToolsetItem
+from toolweave.tools import CheckedArguments, Tool, Toolset, ToolsetItem
 
 __all__ = ('DEFAULT_MAX_ITEMS', 'INLINE_PREPARE_STEPS', 'PLAN_TOOL_NAMES', 'Prepared', 'RunsPlans', 'StepKind',
            'Validator', 'as_toolset', 'each_tool', 'prepare', 'prepare_async', 'validate_plan')
@@ -228,6 +228,16 @@ _PLACEHOLDER = StepForms(source={})
 """What a step held back from a streamed plan stands as meanwhile: a select step of nothing."""
 
 
+@dataclass(slots=True)
+class _Batch:
+    """A tool's steps without references, to check in one call of `many` (its `Tool.check_arguments_many`)."""
+
+    tool: Tool
+    many: Callable[..., Any]
+    indices: list[int] = field(default_factory=list[int])
+    arguments: list[Mapping[str, Any]] = field(default_factory=list[Mapping[str, Any]])
+
+
 class Validator:
     """Validation of one plan's steps, in plan order: `add` checks steps (ids, tools, references, arguments:
     everything about each step, in O(its size)), `finish` the plan as a whole (`output_steps`, cycles, the graph).
@@ -242,9 +252,9 @@ class Validator:
     whole text holds unchanged): each step is checked about once, however the plan arrived.
     """
 
-    __slots__ = ('available', 'chains', 'check_literals', 'checked', 'contracts', 'deps', 'dependents', 'dialect',
-                 'earlier', 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused', 'reported',
-                 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps', 'taken', 'tools', 'waves')
+    __slots__ = ('available', 'batches', 'chains', 'check_literals', 'checked', 'contracts', 'deps', 'dependents',
+                 'dialect', 'earlier', 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused',
+                 'reported', 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps', 'taken', 'tools', 'waves')
 
     def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
                  earlier: Mapping[str, Mapping[str, Any]] | None, reported: set[tuple[int, str]] | None = None,
@@ -269,6 +279,9 @@ class Validator:
         """Whether a tool of the plan restricts its arguments (literal arguments are then checked)."""
         self.checked: dict[int, Mapping[str, Any]] = {}
         """Per step without references whose tool checked its arguments: the arguments to call it with."""
+        self.batches: dict[int, _Batch] | None = None
+        """While `add` checks steps: per tool (by `id`) that checks many calls at once, its steps without
+        references, checked together once they are all known (`_check_batches`)."""
         self.seen: set[int] = set()
         """The tools (by `id`) whose contracts were read."""
         self.found: dict[str, Tool] = {}
@@ -297,11 +310,38 @@ class Validator:
         self._check_tools(start)
         self._read_contracts(start)
         steps, taken = self.steps, self.taken
-        for index in range(start, len(steps)):
-            if index in taken:
-                self._take(index)
-            else:
-                self._check_step(index, steps[index])
+        self.batches = {}
+        try:
+            for index in range(start, len(steps)):
+                if index in taken:
+                    self._take(index)
+                else:
+                    self._check_step(index, steps[index])
+            self._check_batches(self.batches)
+        finally:
+            self.batches = None
+
+    def _check_batches(self, batches: Mapping[int, _Batch]) -> None:
+        """Check each tool's steps without references in one call of its validation (`Tool.check_arguments_many`),
+        or, when that finds any of them wrong (or cannot), each on its own, which says what is wrong."""
+        for batch in batches.values():
+            tool, many, indices, arguments = batch.tool, batch.many, batch.indices, batch.arguments
+            try:
+                checked = many(tool, arguments)
+            except Exception:
+                checked = None  # each step's own check decides, and says what is wrong
+            if checked is not None and len(checked) == len(indices) and all(
+                    type(each) is CheckedArguments or isinstance(each, Mapping) for each in checked):
+                self.checked.update(zip(indices, checked, strict=True))
+                continue
+            for index, given in zip(indices, arguments, strict=True):
+                problems, one = self.contracts.check_step(tool, given, False, self.scanner.table, True)
+                if problems:
+                    label = self._label(index)
+                    for message in problems:
+                        self.problems.add(index, f'{label}: {message}')
+                elif one is not None:
+                    self.checked[index] = one
 
     def finish(self, plan: Plan) -> tuple[Prepared | None, Problems]:
         """Check the whole of `plan` (whose steps are the ones added): the steps `output_steps` names, cycles; then
@@ -448,7 +488,8 @@ class Validator:
             messages = list(messages)  # a list of this step's own (the scanner reuses an empty one)
             self.kinds[index] = _prepare_kind(step, index, scanner, found, messages, self.max_items, self.contracts)
         tool = self.resolved[index]
-        if self.check_literals and tool is not None:
+        if self.check_literals and tool is not None and not (
+                plain and not changes and not messages and self._defer(index, tool, arguments)):
             more, checked = self.contracts.check_step(tool, arguments, changes, scanner.table,
                                                       not changes and not messages)
             if more:
@@ -462,6 +503,21 @@ class Validator:
         self.rewrite.append(changes)
         self.deps.append(_distinct(found))
         return bool(messages)
+
+    def _defer(self, index: int, tool: Tool, arguments: Any) -> bool:
+        """Whether step `index` (no references, no problems so far) is left to be checked with its tool's other
+        such steps, once `add` has seen them all (a tool that checks many calls at once)."""
+        if self.batches is None or type(arguments) is not dict:
+            return False
+        many = self.contracts.of(tool).own_many
+        if many is None:
+            return False
+        batch = self.batches.get(id(tool))
+        if batch is None:
+            batch = self.batches[id(tool)] = _Batch(tool, many)
+        batch.indices.append(index)
+        batch.arguments.append(arguments)
+        return True
 
     # --- a plan that streams in -------------------------------------------------------------------------------------
 

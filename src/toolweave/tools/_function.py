@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, ParamSpec, Self, TypeVar, overload
 
@@ -32,6 +32,11 @@ __all__ = (
     'tools_from',
     'tools_from_safely',
 )
+
+_CHUNK = 128
+"""Argument mappings validated in one call of `check_arguments_many`: the model instances of a call live until it
+returns, and thousands alive at once would outlive the collector's young generations, to be walked again by its full
+collections (a run of 10k steps with a nested model took 2 µs a step longer validated in one call than in these)."""
 
 P = ParamSpec('P')
 R = TypeVar('R')
@@ -201,6 +206,21 @@ class FunctionTool(Tool, Generic[P, R]):
         return CheckedArguments.of(arguments, schema,
                                    schema.values(schema.validator.validate_mapping(arguments, self.name)))
 
+    def check_arguments_many(self, arguments: Sequence[Mapping[str, Any]]) -> list[CheckedArguments] | None:
+        """`check_arguments` of each of `arguments`, a call of the validator per `_CHUNK` of them; `None` when any
+        is wrong."""
+        schema = self._schema
+        validate_many, values = schema.validator.validate_many, schema.values
+        checked: list[CheckedArguments] = []
+        for start in range(0, len(arguments), _CHUNK):
+            chunk = arguments[start:start + _CHUNK]
+            found = validate_many(chunk)
+            if found is None:
+                return None
+            checked.extend(CheckedArguments.of(given, schema, values(value))
+                           for given, value in zip(chunk, found, strict=True))
+        return checked
+
     async def execute(self, arguments: ToolArguments, context: ToolCallContext) -> ToolResult:
         if self._schema.takes_self and self._instance is None:
             raise ToolConfigurationError(
@@ -226,7 +246,18 @@ class FunctionTool(Tool, Generic[P, R]):
 
 
 @overload
-def tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+def tool(
+    fn: Callable[P, R],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    return_direct: bool = False,
+    requires_approval: bool = False,
+    category: str | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
+) -> FunctionTool[P, R]: ...
 @overload
 def tool(
     *,
@@ -279,15 +310,13 @@ def tool(
     given: object = fn
     if isinstance(given, str):
         raise UserError(f'@tool got a positional name {given!r}. Pass it by keyword: `@tool(name={given!r})`.')
-    if fn is not None:
-        return FunctionTool(fn)
 
     def decorate(function: Callable[P, R]) -> FunctionTool[P, R]:
         return FunctionTool(function, name=name, description=description, return_direct=return_direct,
                             requires_approval=requires_approval, category=category, read_only=read_only,
                             idempotent=idempotent)
 
-    return decorate
+    return decorate if fn is None else decorate(fn)  # `tool(fn, name=...)` keeps its options too
 
 
 def function_tool(fn: Callable[..., Any] | Tool) -> Tool:

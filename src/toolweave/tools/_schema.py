@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import typing
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -164,22 +164,38 @@ def _resolve_hints(fn: Callable[..., Any], params: list[inspect.Parameter], prob
     return hints
 
 
+def _validator(adapter: TypeAdapter[Any]) -> Callable[[Any], Any]:
+    """pydantic-core's validator itself when the adapter has built one: the adapter's own `validate_python` only
+    forwards to it, and the forwarding adds a third to a small model's validation."""
+    core = adapter.validator
+    return core.validate_python if isinstance(core, SchemaValidator) else adapter.validate_python
+
+
 class ArgumentsValidator:
     """The one way tools validate their arguments: read as a JSON object (`load_arguments`), then validated by
     pydantic against `model` (a pydantic model, a dataclass, a TypedDict, a model built from parameters), prepared
     once. Every problem is reported at once, in a message written for the model (`format_validation_error`)."""
 
-    __slots__ = ('_validate', 'schema')
+    __slots__ = ('_many', '_model', '_validate', 'schema')
 
     def __init__(self, model: Any, schema: Mapping[str, Any] | None = None) -> None:
-        adapter: TypeAdapter[Any] = TypeAdapter(model)
-        core = adapter.validator
-        # pydantic-core's validator itself when the adapter has built one: the adapter's own `validate_python`
-        # only forwards to it, and the forwarding adds a third to a small model's validation
-        self._validate: Callable[[Any], Any] = (core.validate_python if isinstance(core, SchemaValidator)
-                                                else adapter.validate_python)
+        self._model = model
+        self._validate = _validator(TypeAdapter(model))
+        self._many: Callable[[Any], Any] | None = None
+        """A validator of a list of `model`s, made when first needed (`validate_many`)."""
         self.schema = schema
         """The JSON schema the model was shown; its property names are listed when an argument is unexpected."""
+
+    def validate_many(self, items: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+        """The validated values of many argument mappings, in one call of pydantic (a plan's steps without
+        references that call one tool); `None` when any of them is wrong (`validate_mapping` then says what)."""
+        if self._many is None:
+            self._many = _validator(TypeAdapter(list[self._model]))  # type: ignore[name-defined]
+        try:
+            values: list[Any] = self._many(items)
+        except ValidationError:
+            return None
+        return values
 
     def validate(self, arguments: ToolArguments, tool_name: str) -> Any:
         """The validated value. Raises `ArgumentsError` with every problem, for the tool called `tool_name`."""

@@ -77,6 +77,14 @@ class Tool(ABC):
         something of its own may too (return a `CheckedArguments`)."""
         return None
 
+    def check_arguments_many(self, arguments: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]] | None:
+        """`check_arguments` for many calls at once, for a tool that checks them quicker together (a plan's steps
+        without references that call it): the arguments to call with, in order; `None` when it cannot, or when any
+        of them is wrong (each is then checked with `check_arguments`, which says what is wrong). A plan uses it
+        only where the class that defines it also defines the `check_arguments` in effect, so a subclass that
+        changes one check is never bypassed by the other."""
+        return None
+
     @property
     def name(self) -> str:
         return self.definition.name
