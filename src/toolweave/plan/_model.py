@@ -44,7 +44,7 @@ class StepForms:
     when: Condition | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PlanStep:
     """One step of a plan: a tool call (once, or once per element of `for_each`), or, with no tool, a `select`
     over earlier results."""
@@ -60,6 +60,16 @@ class PlanStep:
     """What the step is for (index-based plans carry one per step)."""
     forms: StepForms | None = None
     """`from`/`select`, `for_each` and `when`, when the step has any (read them through the properties)."""
+
+    def __init__(self, id: str, tool: str, arguments: Any, description: str | None = None,
+                 forms: StepForms | None = None) -> None:
+        # A frozen dataclass's own `__init__` sets each field through `object.__setattr__`; the slots' own
+        # descriptors do the same at half the cost, and reading a plan makes one step per step.
+        _SET_ID(self, id)
+        _SET_TOOL(self, tool)
+        _SET_ARGUMENTS(self, arguments)
+        _SET_DESCRIPTION(self, description)
+        _SET_FORMS(self, forms)
 
     @property
     def source(self) -> Any:
@@ -94,6 +104,10 @@ class PlanStep:
         if forms is None:
             return 'tool'
         return 'select' if forms.source is not None else 'for_each' if forms.for_each is not None else 'tool'
+
+
+_SET_ID, _SET_TOOL, _SET_ARGUMENTS, _SET_DESCRIPTION, _SET_FORMS = (
+    vars(PlanStep)[name].__set__ for name in ('id', 'tool', 'arguments', 'description', 'forms'))
 
 
 @dataclass(frozen=True, slots=True)
