@@ -212,7 +212,7 @@ class Run:
                  'held', 'holding', 'hooked', 'idle', 'items_ahead', 'kinds', 'limit', 'loop', 'memory_limit',
                  'on_ready', 'on_transition', 'park_ahead', 'plain', 'prepared', 'priority', 'ready', 'records',
                  'resolver', 'rewrite', 'settled_at', 'started', 'step_timeout', 'steps', 'stuck', 'syncs', 't0',
-                 'task_group', 'tasks', 'timeout', 'tools', 'unfinished', 'waiting', 'workers')
+                 'scope', 'task_group', 'tasks', 'timeout', 'tools', 'unfinished', 'waiting', 'workers')
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None = None, step_timeout: float | None = None,
                  missing_field: MissingField = 'error', context: ToolCallContext = ToolCallContext.EMPTY,
@@ -282,7 +282,10 @@ class Run:
         """Workers waiting for work: a future each on asyncio (the lightest thing to wait on), an event on trio."""
         self.loop: asyncio.AbstractEventLoop | None = None
         self.fatal: BaseException | None = None
+        self.scope: anyio.CancelScope | None = None
+        """The run's cancel scope, once it runs (on trio, its task group's)."""
         self.task_group: TaskGroup | None = None
+        """On trio, the task group the workers run in."""
         self.tasks: set[asyncio.Task[None]] | None = None
         """On asyncio, the workers started as bare tasks (`None` on trio: they are in `task_group`)."""
         self.stuck: set[int] = set()
@@ -575,8 +578,8 @@ class Run:
         run, then re-raise `exc` from it."""
         if self.fatal is None:
             self.fatal = exc
-        if self.task_group is not None:
-            self.task_group.cancel_scope.cancel()
+        if self.scope is not None:
+            self.scope.cancel()
 
     # --- steps that select, loop or have a condition ------------------------------------------------------------
 
@@ -830,12 +833,13 @@ class Run:
             self.skip(index)
             self.release(index, ok=False)
 
-    async def worker(self) -> None:
+    async def worker(self, first: bool = False) -> None:
+        """Take ready steps and run them until the run is over; `first`: the task running the plan."""
         streak = 0
         ready = self.ready
         while self.unfinished > self.settled_at and self.fatal is None and self.cancelled is None:
             if not ready:
-                await self.wait_idle()
+                await self.wait_idle(first)
                 ready = self.ready  # `recount` may have replaced the heap
                 continue
             index = heapq.heappop(ready) & _POSITION
@@ -859,7 +863,7 @@ class Run:
                 self.stop(exc)
             raise
 
-    async def wait_idle(self) -> None:
+    async def wait_idle(self, first: bool) -> None:
         if self.syncs:  # what finished is made durable before the worker pauses
             try:
                 await self.sync()
@@ -871,13 +875,15 @@ class Run:
                 return
             if self.ready or self.unfinished == self.settled_at or self.fatal is not None:
                 return  # the run moved on while the journal was written
+        # The first worker waits at the front of the line, so it is woken last (`wake_all`, `staff` take from the
+        # back): when the run is over the others have ended by the time it reaps them, one turn of the loop sooner.
         if self.loop is not None:
             waiter = self.loop.create_future()
-            self.idle.append(waiter)
+            self.idle.insert(0, waiter) if first else self.idle.append(waiter)
             await waiter
         else:
             event = anyio.Event()
-            self.idle.append(event)
+            self.idle.insert(0, event) if first else self.idle.append(event)
             await event.wait()
         self.coming -= 1
 
@@ -888,10 +894,11 @@ class Run:
             self.coming += 1
             self.wake(self.idle.pop())
             wanted -= 1
-        while wanted > 0 and self.workers < self.limit and self.task_group is not None:
+        while wanted > 0 and self.workers < self.limit and self.scope is not None:
             self.workers += 1
             self.coming += 1
             if self.tasks is None:
+                assert self.task_group is not None
                 self.task_group.start_soon(self.new_worker)
             else:
                 assert self.loop is not None
@@ -949,8 +956,8 @@ class Run:
         more, and record every unfinished step as cancelled with `reason`; the run returns its record."""
         if self.cancelled is None:
             self.cancelled = reason
-        if self.task_group is not None:
-            self.task_group.cancel_scope.cancel()
+        if self.scope is not None:
+            self.scope.cancel()
 
     def adopt(self, prepared: Prepared) -> None:
         """Take the plan's graph from `prepared`: the steps known so far at the same positions (a step that has
@@ -1006,7 +1013,7 @@ class Run:
             self.release(index, ok=False)
         if self.unfinished == self.settled_at:
             self.wake_all()
-        elif self.ready and self.task_group is not None:
+        elif self.ready and self.scope is not None:
             self.staff()
 
     def recount(self) -> None:
@@ -1047,7 +1054,7 @@ class Run:
             self.release(index, ok=False)
         if self.unfinished == self.settled_at:
             self.wake_all()
-        elif self.ready and self.task_group is not None:
+        elif self.ready and self.scope is not None:
             self.staff()
 
     def restuck(self) -> None:
@@ -1080,21 +1087,20 @@ class Run:
         """Run until every step has ended (or is stuck behind a parked one) and return the record. `timeout`
         bounds the whole plan (for a plan still arriving, from when it is closed)."""
         self.timeout = timeout
-        asyncio_backend = _on_asyncio()
         with anyio.move_on_after(None if self.arriving else timeout) as deadline:
             self.deadline = deadline
             try:
-                async with anyio.create_task_group() as task_group:
-                    self.task_group = task_group
-                    if asyncio_backend:
-                        self.tasks = set()
-                        self.loop = asyncio.get_running_loop()
-                    try:
-                        if self.cancelled is None and self.unfinished > self.settled_at:
-                            await self.worker()
-                    finally:
-                        if self.tasks:
-                            await self.reap()
+                if _on_asyncio():
+                    # The workers are bare tasks of the loop, reaped by `work`: a cancel scope is all the run needs
+                    # around them (a task group with no tasks of its own would take a turn of the loop to exit).
+                    self.tasks = set()
+                    self.loop = asyncio.get_running_loop()
+                    with anyio.CancelScope() as self.scope:
+                        await self.work()
+                else:
+                    async with anyio.create_task_group() as self.task_group:
+                        self.scope = self.task_group.cancel_scope
+                        await self.work()
             except BaseExceptionGroup as group:  # a `BaseException` that is not ours (an interrupt): unwrap a lone one
                 raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
             finally:
@@ -1106,6 +1112,15 @@ class Run:
         if self.fatal is not None:
             raise self.fatal
         return self.result(max_output_chars)
+
+    async def work(self) -> None:
+        """The run's own task: the first worker, then (on asyncio) waiting for the others to end."""
+        try:
+            if self.cancelled is None and self.unfinished > self.settled_at:
+                await self.worker(first=True)
+        finally:
+            if self.tasks:
+                await self.reap()
 
     async def reap(self) -> None:
         """Wait until each worker started as a bare task has ended: nothing of the run outlives it. When the run

@@ -404,7 +404,8 @@ class PlanRun:
         benign = 0
         for record in self.steps:
             counts[record.status] += 1
-            benign += record.condition_skipped
+            if record.flags & CONDITION_SKIPPED:
+                benign += 1
         self._benign = benign
         self.succeeded = counts['succeeded']
         self.failed = counts['failed']
