@@ -191,12 +191,12 @@ class Extension:
         that stopped it, if one did."""
 
 
+_NAN_TIME = (float('nan'),)
+
+
 def _unset(n: int) -> array[float]:
     """`n` times not stamped (NaN)."""
     return array('d', _NAN_TIME) * n
-
-
-_NAN_TIME = (float('nan'),)
 
 
 def _overrides(extension: Extension, name: str) -> bool:
@@ -211,8 +211,8 @@ class Run:
                  'context', 'deadline', 'dependents', 'deps', 'ended', 'extensions', 'fatal', 'freed', 'heavy',
                  'held', 'holding', 'hooked', 'idle', 'items_ahead', 'kinds', 'limit', 'loop', 'memory_limit',
                  'on_ready', 'on_transition', 'park_ahead', 'plain', 'prepared', 'priority', 'ready', 'records',
-                 'resolver', 'rewrite', 'settled_at', 'started', 'step_timeout', 'steps', 'stuck', 'syncs', 't0',
-                 'scope', 'task_group', 'tasks', 'timeout', 'tools', 'unfinished', 'waiting', 'workers')
+                 'resolver', 'rewrite', 'scope', 'settled_at', 'started', 'step_timeout', 'steps', 'stuck', 'syncs',
+                 't0', 'task_group', 'tasks', 'timeout', 'tools', 'unfinished', 'waiting', 'workers')
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None = None, step_timeout: float | None = None,
                  missing_field: MissingField = 'error', context: ToolCallContext = ToolCallContext.EMPTY,
@@ -353,9 +353,9 @@ class Run:
         now = perf_counter() - self.t0
         target: StepRecord | ItemRecord = record if item is None else item
         was = target.status
+        # Whether to stamp the start now (`None`: only if it has not started: a step that failed before it was taken
+        # up, its references not resolving), and the end.
         start: bool | None = False
-        """Whether to stamp the start now (`None`: only if it has not started: a step that failed before it was
-        taken up, its references not resolving)."""
         end = False
         if status == 'running':
             target.attempts += 1
@@ -877,14 +877,12 @@ class Run:
                 return  # the run moved on while the journal was written
         # The first worker waits at the front of the line, so it is woken last (`wake_all`, `staff` take from the
         # back): when the run is over the others have ended by the time it reaps them, one turn of the loop sooner.
-        if self.loop is not None:
-            waiter = self.loop.create_future()
-            self.idle.insert(0, waiter) if first else self.idle.append(waiter)
-            await waiter
+        waiter: Any = self.loop.create_future() if self.loop is not None else anyio.Event()
+        if first:
+            self.idle.insert(0, waiter)
         else:
-            event = anyio.Event()
-            self.idle.insert(0, event) if first else self.idle.append(event)
-            await event.wait()
+            self.idle.append(waiter)
+        await (waiter if self.loop is not None else waiter.wait())
         self.coming -= 1
 
     def staff(self) -> None:
