@@ -252,9 +252,10 @@ class Validator:
     whole text holds unchanged): each step is checked about once, however the plan arrived.
     """
 
-    __slots__ = ('available', 'batches', 'chains', 'check_literals', 'checked', 'contracts', 'deps', 'dependents',
-                 'dialect', 'earlier', 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items', 'problems', 'refused',
-                 'reported', 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps', 'taken', 'tools', 'waves')
+    __slots__ = ('available', 'batches', 'batching', 'chains', 'check_literals', 'checked', 'contracts', 'deps',
+                 'dependents', 'dialect', 'earlier', 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items',
+                 'problems', 'refused', 'reported', 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps',
+                 'taken', 'tools', 'waves')
 
     def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
                  earlier: Mapping[str, Mapping[str, Any]] | None, reported: set[tuple[int, str]] | None = None,
@@ -282,6 +283,8 @@ class Validator:
         self.batches: dict[int, _Batch] | None = None
         """While `add` checks steps: per tool (by `id`) that checks many calls at once, its steps without
         references, checked together once they are all known (`_check_batches`)."""
+        self.batching: set[int] = set()
+        """The tools (by `id`) that check many calls at once (`Tool.check_arguments_many`)."""
         self.seen: set[int] = set()
         """The tools (by `id`) whose contracts were read."""
         self.found: dict[str, Tool] = {}
@@ -337,9 +340,7 @@ class Validator:
             for index, given in zip(indices, arguments, strict=True):
                 problems, one = self.contracts.check_step(tool, given, False, self.scanner.table, True)
                 if problems:
-                    label = self._label(index)
-                    for message in problems:
-                        self.problems.add(index, f'{label}: {message}')
+                    self._report(index, problems)
                 elif one is not None:
                     self.checked[index] = one
 
@@ -465,6 +466,8 @@ class Validator:
             self.scanner.check = self.contracts.check_reference
         if not contract.permissive:
             self.check_literals = True
+        if contract.own_many is not None:
+            self.batching.add(id(tool))
 
     def _check_step(self, index: int, step: PlanStep) -> bool:
         """Check step `index` (`step`) and note what it needs; whether it has problems (added to `problems`)."""
@@ -497,9 +500,7 @@ class Validator:
             elif checked is not None and plain:
                 self.checked[index] = checked
         if messages:
-            label = self._label(index)
-            for message in messages:
-                self.problems.add(index, f'{label}: {message}')
+            self._report(index, messages)
         self.rewrite.append(changes)
         self.deps.append(_distinct(found))
         return bool(messages)
@@ -507,17 +508,21 @@ class Validator:
     def _defer(self, index: int, tool: Tool, arguments: Any) -> bool:
         """Whether step `index` (no references, no problems so far) is left to be checked with its tool's other
         such steps, once `add` has seen them all (a tool that checks many calls at once)."""
-        if self.batches is None or type(arguments) is not dict:
-            return False
-        many = self.contracts.of(tool).own_many
-        if many is None:
+        if self.batches is None or id(tool) not in self.batching or type(arguments) is not dict:
             return False
         batch = self.batches.get(id(tool))
         if batch is None:
+            many = self.contracts.of(tool).own_many
+            assert many is not None  # `batching` holds only such tools
             batch = self.batches[id(tool)] = _Batch(tool, many)
         batch.indices.append(index)
         batch.arguments.append(arguments)
         return True
+
+    def _report(self, index: int, messages: Iterable[str]) -> None:
+        label = self._label(index)
+        for message in messages:
+            self.problems.add(index, f'{label}: {message}')
 
     # --- a plan that streams in -------------------------------------------------------------------------------------
 
