@@ -312,6 +312,24 @@ async def test_a_tool_whose_check_of_many_raises_has_each_step_checked_alone() -
     assert run.step('a').output == 'ann x1'
 
 
+@pytest.mark.parametrize('answer', [[], [{'to': 'ann', 'count': 1}], ['not arguments', 'either']])
+async def test_a_check_of_many_that_answers_wrongly_is_not_believed(answer: list[Any]) -> None:
+    # too few arguments, or values that are not arguments: each step is checked on its own instead
+    class Careless(FunctionTool[..., str]):
+        def check_arguments_many(self, arguments: Any) -> Any:
+            return answer
+
+    careless = Careless(_send, name='send')
+    steps: list[dict[str, Any]] = [{'id': 'a', 'tool': 'send', 'arguments': {'to': 'ann', 'count': 1}},
+                                   {'id': 'b', 'tool': 'send', 'arguments': {'to': 'bob', 'count': 'two'}}]
+    assert validate_plan({'steps': steps}, [careless]) == [
+        "steps[1] (id 'b'): arguments.count: Input should be a valid integer, unable to parse string as an integer, "
+        'got "two".']
+    steps[1]['arguments']['count'] = 2
+    run = await toolweave.run_plan({'steps': steps}, [careless])
+    assert (run.step('a').output, run.step('b').output) == ('ann x1', 'bob x2')
+
+
 async def test_a_retried_literal_step_is_validated_again_so_a_call_that_changed_its_input_cannot_leak() -> None:
     seen: list[list[int]] = []
 

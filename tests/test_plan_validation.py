@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -242,3 +244,15 @@ async def test_a_mistyped_reference_suggests_the_id() -> None:
     assert "names step 'Weather', which is not in the plan. Step ids are case-sensitive: did you mean 'weather'? " \
            'Refer to one of the step ids: weather, b.' in problems[0]
     assert "names step 'wether', which is not in the plan. Did you mean 'weather'?" in problems[1]
+
+
+def test_a_plan_step_is_a_frozen_value() -> None:
+    step = PlanStep('a', 'echo', {'text': 'hi'})
+    assert step == PlanStep(id='a', tool='echo', arguments={'text': 'hi'}, description=None, forms=None)
+    assert (step.description, step.forms, step.kind) == (None, None, 'tool')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        step.tool = 'other'  # type: ignore[misc]
+    assert dataclasses.replace(step, tool='other') == PlanStep('a', 'other', {'text': 'hi'})
+    assert pickle.loads(pickle.dumps(step)) == step
+    with pytest.raises(TypeError):
+        PlanStep('a')  # type: ignore[call-arg]
