@@ -760,24 +760,33 @@ class Run:
     def release(self, index: int, *, ok: bool) -> None:
         """Step `index` has ended: count it off its dependents, queue those now ready and skip (transitively)
         those with a dependency that did not succeed."""
-        ended = [(index, ok)]
-        waiting = self.waiting
-        while ended:
-            index, ok = ended.pop()
+        self.unfinished -= 1
+        waiting, blocked = self.waiting, self.blocked
+        skipped: list[int] | None = None
+        for child in self.dependents[index]:
+            if not ok:
+                blocked.add(child)
+            waiting[child] -= 1
+            if waiting[child]:
+                continue
+            if blocked and child in blocked:
+                self.skip(child)
+                if skipped is None:
+                    skipped = []
+                skipped.append(child)
+            else:
+                heapq.heappush(self.ready, -self.priority[child] << _SHIFT | child)
+                if self.on_ready:
+                    self.tell_ready(self.records[child])
+        while skipped:  # a skipped step ends too: its dependents are skipped in turn, without recursion
+            child = skipped.pop()
             self.unfinished -= 1
-            for child in self.dependents[index]:
-                if not ok:
-                    self.blocked.add(child)
-                waiting[child] -= 1
-                if waiting[child]:
-                    continue
-                if child in self.blocked:
-                    self.skip(child)
-                    ended.append((child, False))
-                else:
-                    heapq.heappush(self.ready, -self.priority[child] << _SHIFT | child)
-                    if self.on_ready:
-                        self.tell_ready(self.records[child])
+            for grandchild in self.dependents[child]:
+                blocked.add(grandchild)
+                waiting[grandchild] -= 1
+                if not waiting[grandchild]:
+                    self.skip(grandchild)
+                    skipped.append(grandchild)
         if self.unfinished == self.settled_at:
             self.wake_all()
 
