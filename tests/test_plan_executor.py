@@ -256,6 +256,45 @@ async def test_configuration_error_propagates_after_cancelling_the_rest() -> Non
     assert hang.calls[0].ended is not None
 
 
+async def test_configuration_error_in_a_step_that_suspended_first_stops_the_run() -> None:
+    # The step that raises runs in a worker of its own (the run's first worker takes `s0`), after a suspension.
+    @toolweave.tool
+    async def slow(x: int) -> int:
+        await anyio.sleep(0.01 * x)
+        if x == 2:
+            raise ToolConfigurationError('bad configuration')
+        return x
+
+    hang = FakeTool('hang', hang=True)
+    plan = {'steps': [step('h', 'hang')] + [step(f's{i}', 'slow', {'x': i}) for i in range(4)]}
+    with pytest.raises(ToolConfigurationError, match='bad configuration'):
+        await toolweave.run_plan(plan, [hang, slow])
+    assert hang.calls[0].ended is not None
+
+
+async def test_an_extension_failing_in_a_worker_of_its_own_stops_the_run() -> None:
+    # `a` runs in a worker the run started for it (the run's own task is busy with `h`, which hangs); when `a` ends,
+    # the extension fails as `b` becomes ready. The run stops: `h` is cancelled and the error propagates.
+    from toolweave.plan._kernel import Extension, Run
+    from toolweave.plan._parse import parse_lenient
+    from toolweave.plan._validate import as_toolset, prepare
+
+    class Broken(Extension):
+        def ready(self, record: Any) -> None:
+            if record.id == 'b':
+                raise RuntimeError('the extension broke')
+
+    hang = FakeTool('hang', hang=True)
+    work = FakeTool('work', 'v', delay=0.01)
+    plan = {'steps': [step('h', 'hang'), step('after_h', 'work', {'x': '$ref:h'}), step('a', 'work'),
+                      step('b', 'work', {'x': '$ref:a'})]}  # equal chains: plan order decides who takes `h`
+    prepared, problems = prepare(parse_lenient(plan), as_toolset([hang, work]), max_steps=10)
+    assert prepared is not None, problems.messages()
+    with anyio.fail_after(5), pytest.raises(RuntimeError, match='the extension broke'):
+        await Run(prepared, extensions=[Broken()]).run()
+    assert hang.calls[0].ended is not None
+
+
 async def test_control_flow_signal_propagates() -> None:
     hang = FakeTool('hang', hang=True)
     plan = {'steps': [step('h', 'hang'), step('stop', 'stop')]}

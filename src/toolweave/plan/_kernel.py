@@ -43,6 +43,7 @@ import asyncio
 import heapq
 import json
 import logging
+import math
 from array import array
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from time import perf_counter
@@ -208,7 +209,7 @@ class Run:
 
     # Slots, not an instance dict: a server runs thousands of plans at once, each with one of these.
     __slots__ = ('admits', 'arriving', 'blocked', 'cancelled', 'checked', 'coming', 'concurrency', 'condition_origin',
-                 'context', 'deadline', 'dependents', 'deps', 'ended', 'extensions', 'fatal', 'freed', 'heavy',
+                 'context', 'dependents', 'deps', 'ended', 'extensions', 'fatal', 'freed', 'heavy',
                  'held', 'holding', 'hooked', 'idle', 'items_ahead', 'kinds', 'limit', 'loop', 'memory_limit',
                  'on_ready', 'on_transition', 'park_ahead', 'plain', 'prepared', 'priority', 'ready', 'records',
                  'resolver', 'rewrite', 'scope', 'settled_at', 'started', 'step_timeout', 'steps', 'stuck', 'syncs',
@@ -301,8 +302,8 @@ class Run:
         """Why the run was cancelled (`cancel`: an arriving plan given up, a person's request): its unfinished steps
         are recorded cancelled with this reason."""
         self.timeout: float | None = None
-        self.deadline: anyio.CancelScope | None = None
-        """The whole-plan timeout's scope; an arriving plan's clock starts when it is closed."""
+        """Seconds the whole plan may take (the deadline of `scope`); an arriving plan's clock starts when it is
+        closed."""
         if ended:
             self.restore(ended)
         else:
@@ -843,7 +844,10 @@ class Run:
             self.release(index, ok=False)
 
     async def worker(self, first: bool = False) -> None:
-        """Take ready steps and run them until the run is over; `first`: the task running the plan."""
+        """Take ready steps and run them until the run is over; `first`: the task running the plan (any other was
+        sent for by `staff`, and has now arrived)."""
+        if not first:
+            self.coming -= 1
         streak = 0
         ready = self.ready
         while self.unfinished > self.settled_at and self.fatal is None and self.cancelled is None:
@@ -864,13 +868,25 @@ class Run:
                 self.coming -= 1
 
     async def new_worker(self) -> None:
-        self.coming -= 1
+        """A worker in the task group (trio)."""
         try:
             await self.worker()
-        except BaseException as exc:  # a bare task's failure would otherwise go unseen: stop the run with it
+        except BaseException as exc:
             if not isinstance(exc, anyio.get_cancelled_exc_class()):
                 self.stop(exc)
             raise
+
+    def worker_ended(self, task: asyncio.Task[None]) -> None:
+        """A worker started as a bare task (asyncio) has ended: its failure would otherwise go unseen, so it stops
+        the run. (A done callback rather than a coroutine around the worker: one frame less for every step the
+        worker resumes.)"""
+        assert self.tasks is not None
+        self.tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and self.fatal is None:  # (`reap` may have seen it first)
+            self.stop(exc)
 
     async def wait_idle(self, first: bool) -> None:
         if self.syncs:  # what finished is made durable before the worker pauses
@@ -909,9 +925,9 @@ class Run:
                 self.task_group.start_soon(self.new_worker)
             else:
                 assert self.loop is not None
-                task = self.loop.create_task(self.new_worker())
+                task = self.loop.create_task(self.worker())
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(self.worker_ended)
             wanted -= 1
 
     def wake_all(self) -> None:
@@ -955,8 +971,8 @@ class Run:
         self.arriving = False
         self.held = ()
         self.recount()
-        if self.deadline is not None and self.timeout is not None:
-            self.deadline.deadline = anyio.current_time() + self.timeout
+        if self.scope is not None and self.timeout is not None:
+            self.scope.deadline = anyio.current_time() + self.timeout
 
     def cancel(self, reason: str) -> None:
         """Stop the run now (a plan still arriving given up, a person's request): cancel what runs, start nothing
@@ -1094,28 +1110,30 @@ class Run:
         """Run until every step has ended (or is stuck behind a parked one) and return the record. `timeout`
         bounds the whole plan (for a plan still arriving, from when it is closed)."""
         self.timeout = timeout
-        with anyio.move_on_after(None if self.arriving else timeout) as deadline:
-            self.deadline = deadline
-            try:
-                if _on_asyncio():
-                    # The workers are bare tasks of the loop, reaped by `work`: a cancel scope is all the run needs
-                    # around them (a task group with no tasks of its own would take a turn of the loop to exit).
-                    self.tasks = set()
-                    self.loop = asyncio.get_running_loop()
-                    with anyio.CancelScope() as self.scope:
-                        await self.work()
-                else:
-                    async with anyio.create_task_group() as self.task_group:
-                        self.scope = self.task_group.cancel_scope
-                        await self.work()
-            except BaseExceptionGroup as group:  # a `BaseException` that is not ours (an interrupt): unwrap a lone one
-                raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
-            finally:
-                reason = self.cancel_reason(deadline)
-                if self.fatal is not None or self.unfinished > self.settled_at or deadline.cancel_called:
-                    self.cancel_unfinished(reason)
-                for extension in self.extensions:
-                    extension.finish(self, self.fatal, reason)
+        # One cancel scope is the run's: `stop` and `cancel` cancel it, and the whole-plan timeout is its deadline (a
+        # plan still arriving gets its deadline when it is closed).
+        deadline = math.inf if self.arriving or timeout is None else anyio.current_time() + timeout
+        try:
+            if _on_asyncio():
+                # The workers are bare tasks of the loop, reaped by `work`: a cancel scope is all the run needs
+                # around them (a task group with no tasks of its own would take a turn of the loop to exit).
+                self.tasks = set()
+                self.loop = asyncio.get_running_loop()
+                with anyio.CancelScope(deadline=deadline) as self.scope:
+                    await self.work()
+            else:
+                async with anyio.create_task_group() as self.task_group:
+                    self.scope = self.task_group.cancel_scope
+                    self.scope.deadline = deadline
+                    await self.work()
+        except BaseExceptionGroup as group:  # a `BaseException` that is not ours (an interrupt): unwrap a lone one
+            raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
+        finally:
+            reason = self.cancel_reason()
+            if self.fatal is not None or self.unfinished > self.settled_at or self.timed_out():
+                self.cancel_unfinished(reason)
+            for extension in self.extensions:
+                extension.finish(self, self.fatal, reason)
         if self.fatal is not None:
             raise self.fatal
         return self.result(max_output_chars)
@@ -1146,15 +1164,22 @@ class Run:
                     await task
                 except asyncio.CancelledError:
                     pass
-                except Exception as exc:  # already recorded by `new_worker` (`stop`)
-                    logger.debug('A plan worker ended with %r', exc)
+                except Exception as exc:  # `worker_ended` stops the run with it, maybe not yet
+                    self.stop(exc)
 
-    def cancel_reason(self, deadline: anyio.CancelScope) -> str:
+    def timed_out(self) -> bool:
+        """Whether the run's scope was cancelled by its deadline (`stop` and `cancel` note why before they cancel
+        it; on trio the scope also reads as cancelled when a cancellation from outside passes through it)."""
+        scope = self.scope
+        return (scope is not None and scope.cancel_called and self.fatal is None and self.cancelled is None
+                and scope.deadline <= anyio.current_time())
+
+    def cancel_reason(self) -> str:
         if self.fatal is not None:
             return f'Cancelled: the run stopped because a step raised {type(self.fatal).__name__}'
         if self.cancelled is not None:
             return self.cancelled
-        if deadline.cancel_called:
+        if self.timed_out():
             return f'Cancelled: the plan timed out after {self.timeout:g} s (timeout)'
         return 'Cancelled: the plan run was cancelled'
 
