@@ -192,6 +192,28 @@ async def test_outer_cancellation_stops_everything_promptly() -> None:
     assert records['h0'].error == 'Cancelled: the plan run was cancelled'
 
 
+async def test_steps_that_never_suspend_run_back_to_back_in_one_task(anyio_backend: str) -> None:
+    # Workers are sent for when a step suspends, not before: ten ready steps whose tool returns at once all run in the
+    # run's own task, and no other task is started for them; steps that wait overlap (below). (On trio, which has no
+    # callback to defer it with, workers are sent for at once.)
+    if anyio_backend == 'trio':
+        pytest.skip('on trio workers are sent for as soon as steps wait in the heap')
+    tasks: list[int] = []
+    alive: list[int] = []
+
+    @toolweave.tool
+    async def quick(x: int) -> int:
+        tasks.append(anyio.get_current_task().id)
+        alive.append(len(anyio.get_running_tasks()))
+        return x
+
+    before = len(anyio.get_running_tasks())
+    run = await toolweave.run_plan({'steps': [step(f's{i}', 'quick', {'x': i}) for i in range(10)]}, [quick])
+    assert run.ok
+    assert tasks == [anyio.get_current_task().id] * 10
+    assert alive == [before] * 10
+
+
 async def test_concurrency_limit_is_honoured() -> None:
     work = FakeTool('work', 'v', delay=0.02)
     plan = {'steps': [step(f's{i}', 'work') for i in range(12)]}

@@ -209,10 +209,10 @@ class Run:
 
     # Slots, not an instance dict: a server runs thousands of plans at once, each with one of these.
     __slots__ = ('admits', 'arriving', 'blocked', 'cancelled', 'checked', 'coming', 'concurrency', 'condition_origin',
-                 'context', 'dependents', 'deps', 'ended', 'extensions', 'fatal', 'freed', 'heavy',
-                 'held', 'holding', 'hooked', 'idle', 'items_ahead', 'kinds', 'limit', 'loop', 'memory_limit',
-                 'on_ready', 'on_transition', 'park_ahead', 'plain', 'prepared', 'priority', 'ready', 'records',
-                 'resolver', 'rewrite', 'scope', 'settled_at', 'started', 'step_timeout', 'steps', 'stuck', 'syncs',
+                 'context', 'dependents', 'deps', 'ended', 'extensions', 'fatal', 'freed', 'heavy', 'held', 'holding',
+                 'hooked', 'idle', 'items_ahead', 'kinds', 'limit', 'loop', 'memory_limit', 'on_ready',
+                 'on_transition', 'park_ahead', 'plain', 'prepared', 'priority', 'ready', 'records', 'resolver',
+                 'rewrite', 'scope', 'settled_at', 'staffing', 'started', 'step_timeout', 'steps', 'stuck', 'syncs',
                  't0', 'task_group', 'tasks', 'timeout', 'tools', 'unfinished', 'waiting', 'workers')
 
     def __init__(self, prepared: Prepared, *, concurrency: int | None = None, step_timeout: float | None = None,
@@ -279,6 +279,8 @@ class Run:
         self.workers = 1  # the task that runs the plan
         self.coming = 0
         """Workers woken or started that have not yet looked at the heap."""
+        self.staffing = False
+        """Whether a `staff_later` callback is on its way (asyncio)."""
         self.idle: list[Any] = []
         """Workers waiting for work: a future each on asyncio (the lightest thing to wait on), an event on trio."""
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -856,8 +858,14 @@ class Run:
                 ready = self.ready  # `recount` may have replaced the heap
                 continue
             index = heapq.heappop(ready) & _POSITION
-            if ready and self.coming < _AHEAD and self.coming < len(ready):
-                self.staff()  # should this step suspend, others are on their way to what waits
+            if ready and not self.staffing and self.coming < _AHEAD and self.coming < len(ready):
+                if self.loop is not None:
+                    # Others are sent for once this step suspends (when the loop runs the callback), not before: a
+                    # worker runs steps that never suspend back to back, and a worker started for them is wasted.
+                    self.staffing = True
+                    self.loop.call_soon(self.staff_later)
+                else:
+                    self.staff()  # (trio has no callback to defer it with)
             await self.run_step(index)
             ready = self.ready
             streak += 1
@@ -909,6 +917,13 @@ class Run:
             self.idle.append(waiter)
         await (waiter if self.loop is not None else waiter.wait())
         self.coming -= 1
+
+    def staff_later(self) -> None:
+        """The worker that left steps in the heap has suspended (or let other tasks in): send for workers to take
+        those still waiting, unless the run is over."""
+        self.staffing = False
+        if self.ready and self.unfinished > self.settled_at and self.fatal is None and self.cancelled is None:
+            self.staff()
 
     def staff(self) -> None:
         """Send for workers to take the steps waiting in the heap: wake idle ones, or start new ones."""
