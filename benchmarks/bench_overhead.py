@@ -17,7 +17,8 @@ Reported per case: microseconds per step (median over the repeats, wall clock), 
 memory per step (tracemalloc peak / steps, one run each: what the run itself allocates); for the 1,000 concurrent
 `noop` plans, also the peak resident memory of a fresh process that makes the plans and runs them (one process per
 runner: interpreter, imports and plan dicts included, as a server's process holds them); the phases of a 10k-step
-random DAG; and, when
+random DAG; plans of 1, 5 and 20 steps run one after another (µs a plan: what a plan costs as a whole, reported
+with no goal); and, when
 LangGraph is installed (`pip install -e '.[bench]'`), LangGraph on the 1k-step single plans (a peer, in the
 same run).
 
@@ -281,6 +282,39 @@ async def _phases(plan: dict[str, Any], n: int) -> dict[str, float]:
     return {name: (marks[i + 1] - marks[i]) / n * 1e6 for i, name in enumerate(names)}
 
 
+SMALL_PLANS = (1, 5, 20)
+"""Steps of the small plans run one after another (`_small_plans`): what a plan costs besides its steps."""
+
+
+def _small_plans(count: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Microseconds a plan, per runner, for `count` plans of each size in `SMALL_PLANS` (random DAGs of `noop` steps)
+    run one after another: the cost of a plan as a whole (reading and validating it, starting and ending its run,
+    its record), which the per-step figures of large plans spread thin. Reported, with no goal: the floor has
+    almost nothing of it to do."""
+    tool = NoopTool()
+    toolset = as_toolset([tool])
+    tools = {tool.name: tool}
+    out: dict[str, dict[str, float]] = {}
+    for steps in SMALL_PLANS:
+        plan = SHAPES['random DAG'](steps)
+        plans = [copy.deepcopy(plan) for _ in range(count)]  # each its own dict, as a server's are
+
+        async def toolweave(plans: list[dict[str, Any]] = plans) -> None:
+            for plan in plans:
+                await run_plan(plan, toolset, max_steps=max(SMALL_PLANS))
+
+        async def floor(plans: list[dict[str, Any]] = plans) -> None:
+            for plan in plans:
+                await run_floor(plan, tools)
+
+        runs: dict[str, list[float]] = {'toolweave': [], 'floor': []}
+        for repeat in range(repeats):
+            for name, run in (('toolweave', toolweave), ('floor', floor))[:: 1 if repeat % 2 == 0 else -1]:
+                runs[name].append(_timed(run))
+        out[str(steps)] = {name: statistics.median(times) / count * 1e6 for name, times in runs.items()}
+    return out
+
+
 def _cases(quick: bool) -> list[Case]:
     if quick:
         return [Case('noop', shape, 1_000) for shape in SHAPES] + [Case('yield', 'random DAG', 1_000),
@@ -368,6 +402,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     phases = anyio.run(_phases, SHAPES['random DAG'](size), size)
     print(f'\nphases of the {size}-step random DAG (us/step): '
           + ', '.join(f'{name} {us:.2f}' for name, us in phases.items()))
+    small = _small_plans(100 if args.quick else 1_000, repeats)
+    print('small plans, one after another (us a plan, toolweave vs floor, no goal): ' + '; '.join(
+        f'{steps} steps {us["toolweave"]:.0f} vs {us["floor"]:.0f} ({us["toolweave"] / us["floor"]:.2f}x)'
+        for steps, us in small.items()))
     print('young garbage collections in one run of the concurrent cases (toolweave, floor): ' + '; '.join(
         f'{c.tool} {c.label} {c.young_collections["toolweave"]}, {c.young_collections["floor"]}'
         for c in cases if c.plans > 1))
@@ -389,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         'platform': platform.platform(), 'argv': sys.argv[1:], 'repeats': repeats, 'peers': peers, 'loop': args.loop,
         'gc': not args.no_gc,
         'goals': goals, 'worst_ratios': verdicts, 'cases': [asdict(case) | {'ratio': case.ratio()} for case in cases],
-        'phases_us_per_step': phases,
+        'phases_us_per_step': phases, 'small_plans_us_per_plan': small,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + '\n')

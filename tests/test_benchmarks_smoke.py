@@ -65,6 +65,9 @@ def test_overhead_on_trio_runs_toolweave_there_and_the_floor_on_asyncio(tmp_path
     data = json.loads(output.read_text())
     assert data['loop'] == 'trio'
     assert all(case['us_per_step']['toolweave'] > 0 and case['us_per_step']['floor'] > 0 for case in data['cases'])
+    small = data['small_plans_us_per_plan']  # plans of 1, 5 and 20 steps, one after another: both runners ran them
+    assert list(small) == ['1', '5', '20']
+    assert all(us['toolweave'] > 0 and us['floor'] > 0 for us in small.values())
     seen.clear()
     bench_overhead.main(['--quick', '--no-memory', '--no-peers', '--output', str(output)])
     assert seen == {'asyncio'}  # the next run in the same process is on asyncio again
