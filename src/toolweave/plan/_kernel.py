@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
-import logging
 import math
 from array import array
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -82,16 +81,14 @@ if TYPE_CHECKING:
 
 __all__ = ('DEFAULT_MEMORY_LIMIT', 'Call', 'CancelRun', 'Extension', 'Prefill', 'Run', 'StepFailed', 'StepParked')
 
-logger = logging.getLogger('toolweave.plan')
-
 _YIELD_EVERY = 64
 """Steps (or `for_each` elements started) a worker runs back to back before it lets other tasks in: a plan of
 steps that never suspend would otherwise hold the event loop (and its own timeout) until it ends."""
 _AHEAD = 8
 """Workers on their way to the ready heap (woken, started, or letting other tasks in) at most. Each one that
-arrives while steps are still waiting sends for the next, so a burst of steps that suspend gets workers a few at
-a time per turn of the event loop, while steps that never suspend, which one worker runs back to back, do not
-start workers that would find nothing left to do."""
+arrives while steps are still waiting sends for the next once the step it took suspends (on trio, at once), so a
+burst of steps that suspend gets workers a few at a time per turn of the event loop, while steps that never
+suspend, which one worker runs back to back, start no workers that would find nothing left to do."""
 DEFAULT_MEMORY_LIMIT = 256 * 1024 * 1024
 """Bytes (of JSON) of earlier results that the running steps of one plan may hold copies of at once: a step that
 would go past it waits until others are done (one step alone is bounded by the resolver's `DEFAULT_INPUT_LIMIT`)."""
