@@ -214,6 +214,21 @@ async def test_steps_that_never_suspend_run_back_to_back_in_one_task(anyio_backe
     assert alive == [before] * 10
 
 
+async def test_nothing_of_a_timed_out_run_starts_or_runs_after_it_returns() -> None:
+    # Many ready steps that wait: workers are being sent for as the timeout cuts the run short. Every call that
+    # started has ended by the time `run_plan` returns, and none starts after.
+    work = FakeTool('work', 'v', delay=0.005)
+    plan = {'steps': [step(f's{i}', 'work') for i in range(200)]
+            + [step(f't{i}', 'work', {'x': f'$ref:s{i}'}) for i in range(200)]}
+    run = await toolweave.run_plan(plan, [work], timeout=0.004)
+    returned = time.perf_counter()
+    assert not run.ok and any(record.status == 'cancelled' for record in run.steps)
+    assert all(call.ended is not None and call.started <= returned for call in work.calls)
+    calls = len(work.calls)
+    await anyio.sleep(0.05)
+    assert len(work.calls) == calls
+
+
 async def test_concurrency_limit_is_honoured() -> None:
     work = FakeTool('work', 'v', delay=0.02)
     plan = {'steps': [step(f's{i}', 'work') for i in range(12)]}

@@ -919,7 +919,8 @@ class Run:
         """The worker that left steps in the heap has suspended (or let other tasks in): send for workers to take
         those still waiting, unless the run is over."""
         self.staffing = False
-        if self.ready and self.unfinished > self.settled_at and self.fatal is None and self.cancelled is None:
+        if (self.ready and self.unfinished > self.settled_at and self.fatal is None and self.cancelled is None
+                and self.scope is not None and not self.scope.cancel_called):
             self.staff()
 
     def staff(self) -> None:
@@ -1162,22 +1163,26 @@ class Run:
     async def reap(self) -> None:
         """Wait until each worker started as a bare task has ended: nothing of the run outlives it. When the run
         is over they are on their way out (woken, or making what finished durable first); when it is cut short
-        (cancelled, timed out, stopped) they are cancelled first."""
+        (cancelled, timed out, stopped) they are cancelled first. Until none is left: a worker that was still
+        running a step when this began may send for another (`staff_later`), which is cancelled in turn."""
         assert self.tasks is not None
-        tasks = list(self.tasks)
-        if self.fatal is not None or self.unfinished > self.settled_at or self.cancelled is not None:
-            for task in tasks:
-                task.cancel()
-        else:
+        cut_short = self.fatal is not None or self.unfinished > self.settled_at or self.cancelled is not None
+        if not cut_short:
             self.wake_all()
         with anyio.CancelScope(shield=True):
-            for task in tasks:
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-                except Exception as exc:  # `worker_ended` stops the run with it, maybe not yet
-                    self.stop(exc)
+            while self.tasks:
+                tasks = list(self.tasks)
+                for task in tasks:
+                    if cut_short:
+                        task.cancel()
+                for task in tasks:
+                    try:
+                        await task
+                    except asyncio.CancelledError:
+                        pass
+                    except Exception as exc:  # `worker_ended` stops the run with it, maybe not yet
+                        self.stop(exc)
+                    self.tasks.discard(task)  # (its done callback may not have run yet)
 
     def timed_out(self) -> bool:
         """Whether the run's scope was cancelled by its deadline (`stop` and `cancel` note why before they cancel
