@@ -640,16 +640,12 @@ class Resolver:
         if self.index_dialect:
             return [self.value(item) for item in value]
         whole = self.table.whole
-        records = self.records
         out = []
         for item in value:
             kind = type(item)
             if kind is str:
                 ref = whole.get(item)
-                if type(ref) is int:  # a step's whole value: read here when it needs no copy (`read` otherwise)
-                    found = records[ref].ref_value
-                    item = found if isinstance(found, _IMMUTABLE) else self.read(ref)
-                elif ref is not None:
+                if ref is not None:
                     item = self.read(ref)
                 elif '{{' in item:
                     item = self.string(item)
