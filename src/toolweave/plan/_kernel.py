@@ -65,6 +65,7 @@ from toolweave.plan._record import (
     ItemRecord,
     PlanRun,
     StepRecord,
+    StepRecords,
     cut,
     jsonable,
     step_result,
@@ -229,7 +230,8 @@ class Run:
         self.kinds = prepared.kinds
         self.checked = prepared.checked
         """Arguments the steps' tools validated ahead (`Prepared.checked`), taken by the step's call."""
-        self.records = [StepRecord(index, self) for index in range(len(plan.steps))]
+        self.records = StepRecords(self, len(plan.steps))
+        """Every step's record, kept as columns (a record object is made only when one is read)."""
         self.started = _unset(len(plan.steps))
         """Per step, seconds from `t0` to its start (NaN: not started): floats in one array, not an object each."""
         self.ended = _unset(len(plan.steps))
@@ -310,7 +312,7 @@ class Run:
             heapq.heapify(self.ready)
         if self.on_ready:
             for key in self.ready:
-                self.tell_ready(self.records[key & _POSITION])
+                self.tell_ready(key & _POSITION)
 
     @classmethod
     def open(cls, *, concurrency: int | None, step_timeout: float | None, missing_field: MissingField,
@@ -337,7 +339,7 @@ class Run:
         if kind is not None and kind.source is not None:
             return self.resolve_field(index, kind.source, kind.source_rewrite)
         if kind is not None and kind.for_each is not None:
-            items = self.records[index].items
+            items = self.records.items.get(index)
             return None if items is None else [item.arguments for item in items]
         given = self.steps[index].arguments
         rewrite = self.rewrite[index]
@@ -345,20 +347,23 @@ class Run:
 
     # --- transitions --------------------------------------------------------------------------------------------
 
-    def transition(self, record: StepRecord, status: StepStatus, error: str | None = None,
+    def transition(self, index: int, status: StepStatus, error: str | None = None,
                    detail: Mapping[str, Any] | None = None, item: ItemRecord | None = None) -> None:
-        """Move `record` (or its element `item`) to `status`, stamping the time, and tell the extensions: the one
-        place a status changes. `detail` is what a journal keeps beside the status (why a step parked, whose
+        """Move step `index` (or its element `item`) to `status`, stamping the time, and tell the extensions: the
+        one place a status changes. `detail` is what a journal keeps beside the status (why a step parked, whose
         condition skipped it)."""
         now = perf_counter() - self.t0
-        target: StepRecord | ItemRecord = record if item is None else item
-        was = target.status
+        records = self.records
+        was = records.status[index] if item is None else item.status
         # Whether to stamp the start now (`None`: only if it has not started: a step that failed before it was taken
         # up, its references not resolving), and the end.
         start: bool | None = False
         end = False
         if status == 'running':
-            target.attempts += 1
+            if item is None:
+                records.attempts[index] += 1
+            else:
+                item.attempts += 1
             start = was != 'running'  # a start (after a review, the tool's own start)
         elif status == 'succeeded' or status == 'failed':
             start, end = None, True
@@ -370,23 +375,26 @@ class Run:
             end = True
             detail = {'started': was == 'running', **(detail or {})}
         if item is None:
-            index = record.index
             if start or (start is None and self.started[index] != self.started[index]):  # NaN: not started
                 self.started[index] = now
             if end:
                 self.ended[index] = now
+            records.status[index] = status
+            records.error[index] = error
         else:
             if start or (start is None and item.started_at is None):
                 item.started_at = now
             if end:
                 item.ended_at = now
-        target.status = status
-        target.error = error
+            item.status = status
+            item.error = error
         if self.on_transition:
+            record = StepRecord(index, records)
             for hook in self.on_transition:
                 hook(record, status, detail, item)
 
-    def tell_ready(self, record: StepRecord) -> None:
+    def tell_ready(self, index: int) -> None:
+        record = StepRecord(index, self.records)
         for hook in self.on_ready:
             hook(record)
 
@@ -414,55 +422,59 @@ class Run:
             kind = self.kinds.get(index)
             if kind is not None and await self.run_kind(index, kind):
                 return
-        record = self.records[index]
+        flags = self.records.flags
         held = 0
         try:
             if self.heavy:  # some step's value is an object or an array: what this one copies counts
                 held = await self.hold(index)
             arguments = self.inputs(index)
-            record.flags |= CALLED
+            flags[index] |= CALLED
             if self.plain:  # no extension takes part in calls, no step timeout: the tool's own call, awaited here
                 tool = self.tools[index]
                 assert tool is not None  # only select steps have none, and they call nothing
-                self.transition(record, 'running')
+                self.transition(index, 'running')
                 try:
                     result = await tool.call(arguments, self.context)
                 except BaseException as exc:
-                    self.raised(record, None, exc)
+                    self.raised(index, None, exc)
             else:
-                result = await self.call(record, None, arguments)
-            self.keep(record, result)
+                result = await self.call(index, None, arguments)
+            self.keep(index, result)
         except StepFailed as exc:
-            self.transition(record, 'failed', str(exc))
+            self.transition(index, 'failed', str(exc))
             self.release(index, ok=False)
         except StepParked as exc:
-            record.flags &= ~CALLED
+            flags[index] &= ~CALLED
             self.park(index, str(exc), exc.detail)
         except StepCancelled:
             pass  # the run is being cancelled: the step is recorded, the rest will be
         else:
-            self.transition(record, 'succeeded')
+            self.transition(index, 'succeeded')
             self.release(index, ok=True)
         finally:
             if held:
                 self.let_go(held)
 
-    def keep(self, record: StepRecord, result: ToolResult) -> None:
-        """Record what the step's tool returned as its outcome; a failed call (or a value that cannot become JSON)
-        raises `StepFailed`."""
+    def keep(self, index: int, result: ToolResult) -> None:
+        """Record what step `index`'s tool returned as its outcome; a failed call (or a value that cannot become
+        JSON) raises `StepFailed`."""
         if result.error is not None:
             raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
+        records = self.records
         output = result.output
         if not result.has_value and output and output[0] not in JSON_START and not output[0].isspace():
-            record.output = record.value = record.ref_value = output  # plain text: `step_result`'s quick case
-            record.flags |= TEXT | FROM_OUTPUT
+            records.output[index] = records.value[index] = records.ref_value[index] = output  # plain text: quick
+            records.flags[index] |= TEXT | FROM_OUTPUT
             return
         try:
-            record.output, record.value, record.ref_value, is_text, from_output, record.size = step_result(result)
+            outcome = step_result(result)
         except ValueError as exc:
             raise StepFailed(str(exc)) from None
-        record.flags |= (TEXT if is_text else 0) | (FROM_OUTPUT if from_output else 0)
-        if record.size:
+        records.output[index], records.value[index], records.ref_value[index] = outcome.output, outcome.value, (
+            outcome.ref_value)
+        records.flags[index] |= (TEXT if outcome.is_text else 0) | (FROM_OUTPUT if outcome.from_output else 0)
+        records.size[index] = outcome.size
+        if outcome.size:
             self.heavy = True
 
     async def hold(self, index: int) -> int:
@@ -470,10 +482,10 @@ class Run:
         run's memory for copied inputs, waiting while steps already holding copies leave too little: so a plan
         cannot make the process hold more than `memory_limit` bytes of copies at once (beyond one step's, which
         the resolver bounds). Returns what it holds, for `let_go`."""
-        records = self.records
+        sizes = self.records.size
         need = 0
         for dep in self.deps[index]:
-            need += records[dep].size
+            need += sizes[dep]
         if not need:
             return 0
         while self.holding and self.holding + need > self.memory_limit:
@@ -501,19 +513,20 @@ class Run:
         except ResolveError as exc:
             raise StepFailed(str(exc)) from None
 
-    async def call(self, record: StepRecord, item: ItemRecord | None, arguments: Any) -> ToolResult:
-        """One call of the step's tool (for element `item`): admitted by the extensions, marked `running` and made
-        durable, then made through the extensions' `call` hooks within `step_timeout`. What it raises goes through
-        `raised`."""
-        tool = self.tools[record.index]
+    async def call(self, index: int, item: ItemRecord | None, arguments: Any) -> ToolResult:
+        """One call of step `index`'s tool (for element `item`): admitted by the extensions, marked `running` and
+        made durable, then made through the extensions' `call` hooks within `step_timeout`. What it raises goes
+        through `raised`."""
+        tool = self.tools[index]
         assert tool is not None  # only select steps have none, and they call nothing
         try:
             if self.plain:  # no extension takes part in calls, no step timeout: the shortest way
-                self.transition(record, 'running', item=item)
+                self.transition(index, 'running', item=item)
                 return await tool.call(arguments, self.context)
+            record = StepRecord(index, self.records)
             for admit in self.admits:
                 arguments = await admit(record, item, arguments)
-            self.transition(record, 'running', item=item)
+            self.transition(index, 'running', item=item)
             if self.syncs:
                 await self.sync()
             if self.step_timeout is None:
@@ -528,9 +541,9 @@ class Run:
             raise StepFailed(f'Tool execution failed: step {record.id!r} timed out after {self.step_timeout:g} s '
                              '(step_timeout)')
         except BaseException as exc:
-            self.raised(record, item, exc)
+            self.raised(index, item, exc)
 
-    def raised(self, record: StepRecord, item: ItemRecord | None, exc: BaseException) -> NoReturn:
+    def raised(self, index: int, item: ItemRecord | None, exc: BaseException) -> NoReturn:
         """What a call of the step's tool (for element `item`) raised, as the step's outcome: `StepFailed` and
         `StepParked` as they are, `ApprovalPending` parks the step, a stray `CancelledError` fails it, `CancelRun`
         cancels the run; a configuration error, a control-flow signal or an extension that cannot go on stops the
@@ -539,7 +552,7 @@ class Run:
             raise exc
         if isinstance(exc, CancelRun):
             self.cancel(f'Cancelled: {exc}')
-            self.transition(record, 'cancelled', f'Cancelled: {exc}', {'started': False}, item=item)
+            self.transition(index, 'cancelled', f'Cancelled: {exc}', {'started': False}, item=item)
             raise StepCancelled from None
         if isinstance(exc, ApprovalPending):
             raise StepParked(f'Waiting for approval: {exc.reason}', _pending_detail(exc)) from None
@@ -561,7 +574,7 @@ class Run:
     def park(self, index: int, reason: str, detail: Mapping[str, Any]) -> None:
         """Step `index` waits for a decision: it and every step that depends on it stay unfinished, and the run
         settles once nothing else is left."""
-        self.transition(self.records[index], 'parked', reason, detail)
+        self.transition(index, 'parked', reason, detail)
         stuck = self.stuck
         todo = [index]
         while todo:
@@ -595,13 +608,13 @@ class Run:
                 return False
             if kind.source is not None:
                 record.flags |= CALLED
-                self.transition(record, 'running')
+                self.transition(index, 'running')
                 found = self.resolve_field(index, kind.source, kind.source_rewrite)
                 self.record_value(record, found if kind.select is None else await self.evaluate(index, kind, found))
             else:
                 await self.run_items(index, kind)
         except StepFailed as exc:
-            self.transition(record, 'failed', str(exc))
+            self.transition(index, 'failed', str(exc))
             self.release(index, ok=False)
         except StepParked as exc:
             record.flags &= ~CALLED
@@ -609,7 +622,7 @@ class Run:
         except StepCancelled:
             pass  # the run is being cancelled: what is unfinished is recorded as it ends
         else:
-            self.transition(record, 'succeeded')
+            self.transition(index, 'succeeded')
             self.release(index, ok=True)
         return True
 
@@ -628,7 +641,7 @@ class Run:
         record.flags |= CONDITION_SKIPPED
         self.condition_origin[index] = step.id
         select = step.when.select if step.when is not None else '@'
-        self.transition(record, 'skipped', f'Skipped because its condition is false: {select!r} gave '
+        self.transition(index, 'skipped', f'Skipped because its condition is false: {select!r} gave '
                                            f'{excerpt(result)}', {'condition': step.id})
         self.release(index, ok=False)
         return False
@@ -683,7 +696,7 @@ class Run:
             if earlier.index < len(items):
                 items[earlier.index] = earlier
         record.flags |= CALLED
-        self.transition(record, 'running')
+        self.transition(index, 'running')
         todo = [(item, elements[item.index]) for item in items if item.status not in _ENDED]
         parked: list[StepParked] = []
         if todo:
@@ -714,7 +727,6 @@ class Run:
 
     async def run_item(self, index: int, item: ItemRecord, element: Any, limiter: anyio.CapacityLimiter | None,
                        parked: list[StepParked]) -> None:
-        record = self.records[index]
         try:
             if limiter is not None:
                 async with limiter:
@@ -723,16 +735,16 @@ class Run:
             elif not parked:
                 await self.call_item(index, item, element)
         except StepFailed as exc:
-            self.transition(record, 'failed', str(exc), item=item)
+            self.transition(index, 'failed', str(exc), item=item)
         except StepParked as exc:
-            self.transition(record, 'parked', str(exc), exc.detail, item=item)
+            self.transition(index, 'parked', str(exc), exc.detail, item=item)
             parked.append(exc)
         except StepCancelled:
             pass
         finally:
             if item.status not in _ENDED and item.status != 'parked':
                 reason = 'Not started: another element waits for a decision' if parked else 'Cancelled with its step'
-                self.transition(record, 'cancelled', reason, item=item)
+                self.transition(index, 'cancelled', reason, item=item)
 
     async def call_item(self, index: int, item: ItemRecord, element: Any) -> None:
         step = self.steps[index]
@@ -745,7 +757,7 @@ class Run:
             raise StepFailed(str(exc)) from None
         finally:
             resolver.item = None
-        result = await self.call(self.records[index], item, item.arguments)
+        result = await self.call(index, item, item.arguments)
         if result.error is not None:
             raise StepFailed(f'Tool execution failed: {result.error}' if result.raised else result.error)
         try:
@@ -753,7 +765,7 @@ class Run:
         except ValueError as exc:
             raise StepFailed(str(exc)) from None
         item.output, item.value = outcome.output, outcome.ref_value
-        self.transition(self.records[index], 'succeeded', item=item)
+        self.transition(index, 'succeeded', item=item)
 
     # --- scheduling ---------------------------------------------------------------------------------------------
 
@@ -777,7 +789,7 @@ class Run:
             else:
                 heapq.heappush(self.ready, -self.priority[child] << _SHIFT | child)
                 if self.on_ready:
-                    self.tell_ready(self.records[child])
+                    self.tell_ready(child)
         while skipped:  # a skipped step ends too: its dependents are skipped in turn, without recursion
             child = skipped.pop()
             self.unfinished -= 1
@@ -791,15 +803,15 @@ class Run:
             self.wake_all()
 
     def skip(self, index: int) -> None:
-        records = self.records
-        culprit = next(d for d in self.deps[index] if records[d].status != 'succeeded')
+        status = self.records.status
+        culprit = next(d for d in self.deps[index] if status[d] != 'succeeded')
         origin = self.condition_origin.get(culprit) if self.condition_origin else None
         if origin is None:
-            self.transition(records[index], 'skipped', f"Skipped because dependency '{records[culprit].id}' failed")
+            self.transition(index, 'skipped', f"Skipped because dependency '{self.steps[culprit].id}' failed")
             return
         self.condition_origin[index] = origin
-        records[index].flags |= CONDITION_SKIPPED
-        self.transition(records[index], 'skipped', f"Skipped because the condition of step '{origin}' is false",
+        self.records.flags[index] |= CONDITION_SKIPPED
+        self.transition(index, 'skipped', f"Skipped because the condition of step '{origin}' is false",
                         {'condition': origin})
 
     def restore(self, ended: Mapping[int, Prefill]) -> None:
@@ -969,7 +981,7 @@ class Run:
         self.take_graph(prepared)
         self.steps = steps
         records = self.records
-        records.extend(StepRecord(index, self) for index in range(known, len(steps)))
+        records.grow(len(steps) - known)
         self.started.extend(_unset(len(steps) - known))
         self.ended.extend(_unset(len(steps) - known))
         self.waiting.extend([0] * (len(records) - known))
@@ -1003,7 +1015,7 @@ class Run:
         self.steps = plan.steps
         records = self.records
         known = len(records)
-        records.extend(StepRecord(index, self) for index in range(known, len(plan.steps)))
+        records.grow(len(plan.steps) - known)
         self.started.extend(_unset(len(plan.steps) - known))
         self.ended.extend(_unset(len(plan.steps) - known))
         self.waiting.extend([0] * (len(records) - known))
@@ -1021,12 +1033,13 @@ class Run:
         """Count the steps from `start` on (new: nothing refers to them yet) off their dependencies as `recount`
         would: queue the ones ready, skip those behind a step that did not succeed, hold those behind a parked one;
         a held step waits for one more. Then send for workers, or end the run if nothing is left."""
-        records, waiting, held, stuck, blocked = self.records, self.waiting, self.held, self.stuck, self.blocked
+        waiting, held, stuck, blocked = self.waiting, self.held, self.stuck, self.blocked
+        statuses = self.records.status
         behind: list[int] = []
-        for index in range(start, len(records)):
+        for index in range(start, len(statuses)):
             count = 1 if index in held else 0
             for dep in self.deps[index]:
-                status = records[dep].status
+                status = statuses[dep]
                 if status not in _ENDED:
                     count += 1
                     if dep in stuck:
@@ -1042,7 +1055,7 @@ class Run:
             else:
                 heapq.heappush(self.ready, -self.priority[index] << _SHIFT | index)
                 if self.on_ready:
-                    self.tell_ready(records[index])
+                    self.tell_ready(index)
         self.settled_at = len(stuck)
         for index in behind:
             self.skip(index)
@@ -1056,13 +1069,13 @@ class Run:
         """Count every step that has not started off its dependencies again, from the records: queue the ones
         now ready (longest chain first), skip those behind a step that did not succeed; a held step waits for one
         more. Then send for workers, or end the run if nothing is left."""
-        records, waiting, held = self.records, self.waiting, self.held
+        statuses, waiting, held = self.records.status, self.waiting, self.held
         unfinished = 0
         ready: list[int] = []
         behind: list[int] = []
         blocked: set[int] = set()
         for index, deps in enumerate(self.deps):
-            status = records[index].status
+            status = statuses[index]
             if status in _ENDED:
                 continue
             unfinished += 1
@@ -1070,9 +1083,9 @@ class Run:
                 continue
             count = 1 if index in held else 0
             for dep in deps:
-                if records[dep].status not in _ENDED:
+                if statuses[dep] not in _ENDED:
                     count += 1
-                elif records[dep].status != 'succeeded':
+                elif statuses[dep] != 'succeeded':
                     blocked.add(index)
             waiting[index] = count
             if not count:
@@ -1096,7 +1109,7 @@ class Run:
     def restuck(self) -> None:
         """The parked steps and everything that depends on them, with the graph as it is now."""
         stuck: set[int] = set()
-        todo = [index for index, record in enumerate(self.records) if record.status == 'parked']
+        todo = [index for index, status in enumerate(self.records.status) if status == 'parked']
         while todo:
             step = todo.pop()
             if step not in stuck:
@@ -1115,9 +1128,9 @@ class Run:
 
     def cancel_unfinished(self, reason: str) -> None:
         """Record every step that has not ended (and is not parked) as cancelled with `reason`."""
-        for record in self.records:
-            if record.status == 'pending' or record.status in _LIVE:
-                self.transition(record, 'cancelled', reason)
+        for index, status in enumerate(self.records.status):
+            if status == 'pending' or status in _LIVE:
+                self.transition(index, 'cancelled', reason)
 
     async def run(self, *, timeout: float | None = None, max_output_chars: int | None = None) -> PlanRun:  # noqa: ASYNC109
         """Run until every step has ended (or is stuck behind a parked one) and return the record. `timeout`
@@ -1202,7 +1215,7 @@ class Run:
 
     def result(self, max_output_chars: int | None) -> PlanRun:
         """The run's record as it stands."""
-        return PlanRun(self.prepared.plan, tuple(self.records), self.t0, perf_counter() - self.t0,
+        return PlanRun(self.prepared.plan, self.records, self.t0, perf_counter() - self.t0,
                        max_output_chars=max_output_chars)
 
 

@@ -9,10 +9,10 @@ note saying how much was cut; the record keeps the full text.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeAlias, overload
 
 from pydantic_core import to_jsonable_python
 
@@ -34,6 +34,7 @@ __all__ = (
     'PlanRun',
     'StepGraph',
     'StepRecord',
+    'StepRecords',
     'StepResult',
     'TEXT',
     'cut',
@@ -176,41 +177,111 @@ CONDITION_SKIPPED = 8
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned.
 
-    A run holds one record per step for as long as it lives, so a record keeps only what differs from step to
-    step: the step itself and its times are read from its run (whose tables hold the times as plain floats, not
-    as an object each), and its four yes-or-no facts are bits of one int (`flags`)."""
+    A record is a view of one step in its run's records (`StepRecords`), which keep each field of every step in a
+    list of its own: a run holds no object per step while it runs, so a server running thousands of plans gives the
+    garbage collector a few lists a run to walk instead of a record a step. Reading a field reads the run's list;
+    setting it sets it there. Two records of the same step are views of the same data."""
 
-    __slots__ = ('_graph', 'attempts', 'error', 'flags', 'given', 'index', 'items', 'output', 'ref_value', 'size',
-                 'status', 'value')
+    __slots__ = ('_records', 'index')
 
-    def __init__(self, index: int, graph: StepGraph) -> None:
+    def __init__(self, index: int, records: StepRecords) -> None:
         self.index = index
         """Position of the step in the plan."""
-        self._graph = graph
-        self.status: StepStatus = 'pending'
-        self.output: str | None = None
+        self._records = records
+
+    @property
+    def status(self) -> StepStatus:
+        return self._records.status[self.index]
+
+    @status.setter
+    def status(self, status: StepStatus) -> None:
+        self._records.status[self.index] = status
+
+    @property
+    def output(self) -> str | None:
         """The tool's output text (successful steps)."""
-        self.value: Any = None
+        return self._records.output[self.index]
+
+    @output.setter
+    def output(self, output: str | None) -> None:
+        self._records.output[self.index] = output
+
+    @property
+    def value(self) -> Any:
         """The tool's value (`ToolResult.value` when set, else the output parsed as JSON, else the text)."""
-        self.ref_value: Any = None
+        return self._records.value[self.index]
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self._records.value[self.index] = value
+
+    @property
+    def ref_value(self) -> Any:
         """`value` as JSON data: what references to this step read (each reading step gets its own copy)."""
-        self.flags = 0
+        return self._records.ref_value[self.index]
+
+    @ref_value.setter
+    def ref_value(self, value: Any) -> None:
+        self._records.ref_value[self.index] = value
+
+    @property
+    def flags(self) -> int:
         """`TEXT`, `FROM_OUTPUT`, `CALLED` and `CONDITION_SKIPPED`, or'ed (read them as the properties of those
         names)."""
-        self.size = 0
+        return self._records.flags[self.index]
+
+    @flags.setter
+    def flags(self, flags: int) -> None:
+        self._records.flags[self.index] = flags
+
+    @property
+    def size(self) -> int:
         """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
-        self.error: str | None = None
-        self.items: list[ItemRecord] | None = None
-        """A `for_each` step's elements, in list order, once its list is known."""
-        self.given: Any = None
-        """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
-        self.attempts = 0
+        return self._records.size[self.index]
+
+    @size.setter
+    def size(self, size: int) -> None:
+        self._records.size[self.index] = size
+
+    @property
+    def error(self) -> str | None:
+        return self._records.error[self.index]
+
+    @error.setter
+    def error(self, error: str | None) -> None:
+        self._records.error[self.index] = error
+
+    @property
+    def attempts(self) -> int:
         """How many times the step was started (more than once when a retry policy tried its call again)."""
+        return self._records.attempts[self.index]
+
+    @attempts.setter
+    def attempts(self, attempts: int) -> None:
+        self._records.attempts[self.index] = attempts
+
+    @property
+    def items(self) -> list[ItemRecord] | None:
+        """A `for_each` step's elements, in list order, once its list is known."""
+        return self._records.items.get(self.index)
+
+    @items.setter
+    def items(self, items: list[ItemRecord] | None) -> None:
+        _set_or_drop(self._records.items, self.index, items)
+
+    @property
+    def given(self) -> Any:
+        """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
+        return self._records.given.get(self.index)
+
+    @given.setter
+    def given(self, given: Any) -> None:
+        _set_or_drop(self._records.given, self.index, given)
 
     @property
     def step(self) -> PlanStep:
         """The step as planned."""
-        return self._graph.steps[self.index]
+        return self._records.graph.steps[self.index]
 
     @property
     def is_text(self) -> bool:
@@ -235,12 +306,12 @@ class StepRecord:
     @property
     def started_at(self) -> float | None:
         """Seconds from the start of the run to the start of the step."""
-        at = self._graph.started[self.index]
+        at = self._records.graph.started[self.index]
         return None if at != at else at  # NaN: not started
 
     @property
     def ended_at(self) -> float | None:
-        at = self._graph.ended[self.index]
+        at = self._records.graph.ended[self.index]
         return None if at != at else at  # NaN: not ended
 
     @property
@@ -263,13 +334,13 @@ class StepRecord:
     @property
     def wave(self) -> int:
         """Dependency level: 0 for steps without references, else 1 + the highest level they refer to."""
-        return self._graph.waves[self.index]
+        return self._records.graph.waves[self.index]
 
     @property
     def depends_on(self) -> tuple[str, ...]:
         """Ids of the steps this one refers to, in order of first appearance."""
-        steps = self._graph.steps
-        return tuple(steps[d].id for d in self._graph.deps[self.index])
+        steps = self._records.graph.steps
+        return tuple(steps[d].id for d in self._records.graph.deps[self.index])
 
     @property
     def arguments(self) -> Any:
@@ -284,12 +355,12 @@ class StepRecord:
             return None
         if self.given is not None:
             return self.given
-        return self._graph.arguments(self.index)
+        return self._records.graph.arguments(self.index)
 
     @property
     def run_started_at(self) -> float:
         """`time.perf_counter()` when the step's run started (`started_at` and `ended_at` count from it)."""
-        return self._graph.t0
+        return self._records.graph.t0
 
     @property
     def duration(self) -> float | None:
@@ -354,6 +425,65 @@ class StepGraph(Protocol):
         ...
 
 
+def _set_or_drop(table: dict[int, Any], index: int, value: Any) -> None:
+    if value is None:
+        table.pop(index, None)
+    else:
+        table[index] = value
+
+
+class StepRecords(Sequence[StepRecord]):
+    """The records of a run's steps, kept as columns: per field, one list with an entry per step (the fields few
+    steps have, `items` and `given`, in dicts by position). Indexing it gives a `StepRecord`, a view of one step.
+
+    Why columns: a run keeps every step's record for as long as it lives, and with a record object per step a
+    server running a thousand plans of a hundred steps holds a hundred thousand more objects, each walked by every
+    full collection of the garbage collector; lists of strings and small ints are a few objects a run."""
+
+    __slots__ = ('attempts', 'error', 'flags', 'given', 'graph', 'items', 'output', 'ref_value', 'size', 'status',
+                 'value')
+
+    def __init__(self, graph: StepGraph, count: int) -> None:
+        self.graph = graph
+        """The run the records are of: the steps, their times, the graph, argument resolution."""
+        self.status: list[StepStatus] = ['pending'] * count
+        self.output: list[str | None] = [None] * count
+        self.value: list[Any] = [None] * count
+        self.ref_value: list[Any] = [None] * count
+        self.flags = [0] * count
+        self.size = [0] * count
+        self.error: list[str | None] = [None] * count
+        self.attempts = [0] * count
+        self.items: dict[int, list[ItemRecord]] = {}
+        self.given: dict[int, Any] = {}
+
+    def grow(self, count: int) -> None:
+        """Add `count` steps' records, pending (a plan that arrives while it runs)."""
+        self.status.extend(['pending'] * count)
+        for column in (self.output, self.value, self.ref_value, self.error):
+            column.extend([None] * count)
+        for numbers in (self.flags, self.size, self.attempts):
+            numbers.extend([0] * count)
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+    @overload
+    def __getitem__(self, index: int) -> StepRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[StepRecord]: ...
+    def __getitem__(self, index: int | slice) -> StepRecord | list[StepRecord]:
+        if isinstance(index, slice):
+            return [StepRecord(i, self) for i in range(len(self.status))[index]]
+        count = len(self.status)
+        if not -count <= index < count:
+            raise IndexError(f'step index {index} out of range (the plan has {count} steps)')
+        return StepRecord(index % count, self)
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        return (StepRecord(index, self) for index in range(len(self.status)))
+
+
 @dataclass(eq=False)
 class PlanRun:
     """The full record of one plan run: every step (in plan order) with its resolved arguments, output,
@@ -361,8 +491,8 @@ class PlanRun:
     index-based plans)."""
 
     plan: Plan
-    steps: tuple[StepRecord, ...]
-    """One record per step, in plan order."""
+    records: Sequence[StepRecord] = field(repr=False)
+    """One record per step, in plan order, as the run keeps them (read `steps`)."""
     started_at: float
     """`time.perf_counter()` when the run started."""
     duration: float
@@ -390,6 +520,12 @@ class PlanRun:
     """Steps that did not start because a step they depend on is parked."""
 
     @cached_property
+    def steps(self) -> tuple[StepRecord, ...]:
+        """One record per step, in plan order. Made when first read: a run whose records nobody reads (a server's
+        plan whose model is shown only the summary of its output steps) makes no object per step."""
+        return tuple(self.records)
+
+    @cached_property
     def waves(self) -> tuple[tuple[str, ...], ...]:
         """Step ids by dependency level, in plan order within a level (for display; scheduling is eager, not wave
         by wave). Built when first read: a run keeps no tuple per level that nobody asks for."""
@@ -401,12 +537,14 @@ class PlanRun:
     def __post_init__(self) -> None:
         counts = {'succeeded': 0, 'failed': 0, 'skipped': 0, 'cancelled': 0, 'pending': 0, 'running': 0, 'parked': 0,
                   'reviewing': 0}
-        benign = 0
-        for record in self.steps:
-            counts[record.status] += 1
-            if record.flags & CONDITION_SKIPPED:
-                benign += 1
-        self._benign = benign
+        records = self.records
+        if isinstance(records, StepRecords):  # the run's columns, read without a record per step
+            statuses, flags = records.status, records.flags
+        else:
+            statuses, flags = [record.status for record in records], [record.flags for record in records]
+        for status in statuses:
+            counts[status] += 1
+        self._benign = sum(1 for each in flags if each & CONDITION_SKIPPED)
         self.succeeded = counts['succeeded']
         self.failed = counts['failed']
         self.skipped = counts['skipped']
@@ -416,12 +554,12 @@ class PlanRun:
 
     @property
     def total(self) -> int:
-        return len(self.steps)
+        return len(self.records)
 
     @property
     def ok(self) -> bool:
         """Whether every step succeeded, or was skipped because a `when` condition was false."""
-        return self.succeeded + self._benign == len(self.steps)
+        return self.succeeded + self._benign == len(self.records)
 
     @cached_property
     def _by_id(self) -> dict[str, StepRecord]:

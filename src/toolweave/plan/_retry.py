@@ -201,7 +201,7 @@ class RetryCalls(Extension):
             delay = policy.delay(attempt)
             await anyio.sleep(delay)
             attempt += 1
-            run.transition(record, 'running', detail={'attempt': attempt, 'after': cut(result.error, 500),
+            run.transition(record.index, 'running', detail={'attempt': attempt, 'after': cut(result.error, 500),
                                                       'waited': round(delay, 3)}, item=item)
             await run.sync()  # each attempt is on record before it starts, as the first one was
             result = await proceed(arguments)

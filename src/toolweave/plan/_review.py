@@ -104,7 +104,7 @@ class Review(Extension):
         if decision is None:
             if not self.is_gated(tool):
                 return arguments
-            run.transition(record, 'reviewing', item=item)
+            run.transition(record.index, 'reviewing', item=item)
             await run.sync()  # on record before anyone is asked: a crash now leaves a step to ask again
             decision = await decide_call(tool, arguments, run.context)
         if decision.kind == 'exit_early':

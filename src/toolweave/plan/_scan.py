@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from toolweave.plan._parse import excerpt
-from toolweave.plan._record import jsonable
+from toolweave.plan._record import TEXT, StepRecords, jsonable
 from toolweave.plan._refs import (
     EMBEDDED,
     INDEX,
@@ -601,7 +601,7 @@ class Resolver:
     __slots__ = ('copied', 'copies', 'external', 'index', 'index_dialect', 'item', 'limit', 'missing', 'records',
                  'step', 'table')
 
-    def __init__(self, table: RefTable, records: Sequence[Any], missing: str, dialect: str,
+    def __init__(self, table: RefTable, records: StepRecords, missing: str, dialect: str,
                  external: Sequence[Any] = (), limit: int = DEFAULT_INPUT_LIMIT) -> None:
         self.table = table
         self.records = records
@@ -657,13 +657,14 @@ class Resolver:
     def read(self, ref: Binding) -> Any:
         """The value `ref` points at: the referenced step's value (or the part its path selects), copied once
         for the arguments being resolved."""
+        records = self.records
         if isinstance(ref, int):  # the whole value of a step of the plan
-            source = self.records[ref]
-            found = source.ref_value
-            return found if isinstance(found, _IMMUTABLE) else self.copy(ref, (), found, source.size)
+            found = records.ref_value[ref]
+            return found if isinstance(found, _IMMUTABLE) else self.copy(ref, (), found, records.size[ref])
         position = ref[_POSITION]
         if position >= 0:
-            source = self.records[position]
+            found, is_text, size = records.ref_value[position], bool(records.flags[position] & TEXT), records.size[
+                position]
         elif position == ITEM_POSITION:
             found = self.item
             if ref[_PATH]:
@@ -673,10 +674,10 @@ class Resolver:
             return self.index
         else:
             source = self.external[external_position(position)]
-        found = source.ref_value
+            found, is_text, size = source.ref_value, source.is_text, source.size
         if ref[_PATH]:
-            found = lookup(found, source.is_text, Ref(*ref), self.missing, self.step)
-        return found if isinstance(found, _IMMUTABLE) else self.copy(position, ref[_PATH], found, source.size)
+            found = lookup(found, is_text, Ref(*ref), self.missing, self.step)
+        return found if isinstance(found, _IMMUTABLE) else self.copy(position, ref[_PATH], found, size)
 
     def copy(self, position: int, path: tuple[Segment, ...], found: Any, size: int) -> Any:
         """`found` copied, or the copy these arguments already made of it; `size` is what its step's whole value
