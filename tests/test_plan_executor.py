@@ -3,6 +3,7 @@ approval, propagation of configuration errors and control-flow signals. Runs on 
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from typing import Any
@@ -396,3 +397,30 @@ async def test_a_tool_returning_nothing_succeeds_with_a_fixed_output() -> None:
     assert run.step('n').output == 'Function executed successfully'
     assert run.step('u').arguments == {'x': None}  # references read the value, which is None
     assert run.step('e').output == ''  # an empty text is an output, not "nothing"
+
+
+# records
+
+
+async def test_a_run_holds_no_object_per_step_and_its_records_read_the_same_data_however_they_are_reached() -> None:
+    seen: list[int] = []
+
+    def count_records() -> str:
+        seen.append(sum(1 for each in gc.get_objects() if type(each) is toolweave.StepRecord))
+        return 'counted'
+
+    steps = [step(f's{i}', 'work', {'after': f'$ref:s{i - 1}'} if i else {}) for i in range(300)]
+    steps.append(step('count', 'count_records'))
+    run = await toolweave.run_plan({'steps': steps}, [FakeTool('work', 'ok'), toolweave.tool(count_records)],
+                                   max_steps=301)
+    assert seen == [0]  # while the plan ran: its records are columns, not an object a step
+    assert run.succeeded == 301 and run.ok
+    assert run.steps[0] is run.steps[0] and run.step('s299') is run.steps[299]  # made once, when first read
+    views = list(run.records)
+    assert [record.output for record in views] == [record.output for record in run.steps]
+    assert run.steps[299].output == 'ok' and run.steps[299].depends_on == ('s298',)
+    run.steps[5].error = 'noted'  # a record is a view: what is set through one is read through any other
+    assert views[5].error == 'noted' and run.records[5].error == 'noted'
+    with pytest.raises(IndexError, match='out of range'):
+        run.records[301]
+    assert run.records[-1].id == 'count' and [r.id for r in run.records[1:3]] == ['s1', 's2']
