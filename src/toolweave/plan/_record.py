@@ -316,11 +316,11 @@ class StepRecord:
 
     @property
     def id(self) -> str:
-        return self.step.id
+        return self._records.graph.steps[self.index].id
 
     @property
     def tool(self) -> str:
-        return self.step.tool
+        return self._records.graph.steps[self.index].tool
 
     @property
     def kind(self) -> str:
@@ -586,19 +586,20 @@ class PlanRun:
 
     def _shown(self, record: StepRecord) -> Any:
         limit = self.max_output_chars
-        if record.condition_skipped:
-            return record.error or 'Skipped because its condition is false'
-        if record.status == 'parked':
-            return 'PARKED: ' + cut(record.error or 'waiting for a decision', limit)
-        if record.status == 'pending':
-            return 'WAITING: a step it depends on is parked'
-        if record.status != 'succeeded':
+        status, flags = record.status, record.flags  # each field read once: a record's fields are its run's columns
+        if status != 'succeeded':
+            if flags & CONDITION_SKIPPED:
+                return record.error or 'Skipped because its condition is false'
+            if status == 'parked':
+                return 'PARKED: ' + cut(record.error or 'waiting for a decision', limit)
+            if status == 'pending':
+                return 'WAITING: a step it depends on is parked'
             return 'ERROR: ' + cut(record.error or 'not run', limit)
         text = record.output or ''
         if limit is not None and len(text) > limit:
             return self._preview(record, text, limit)
-        if record.from_output:
-            return text if record.is_text else record.ref_value
+        if flags & FROM_OUTPUT:
+            return text if flags & TEXT else record.ref_value
         value, is_text = parse_output(text)
         return text if is_text else value
 
@@ -623,6 +624,8 @@ class PlanRun:
         else:
             chosen = list(self.steps)
         body = json.dumps({record.id: self._shown(record) for record in chosen}, ensure_ascii=False, default=str)
+        if self.succeeded == len(self.records):
+            return body
         errors = [r for r in self.errors if r.status in _ENDED]
         parked = [r for r in self.steps if r.status == 'parked']
         if not errors and not parked:
