@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, Protocol, TypeAlias, TypeVar, overload
 
 from pydantic_core import to_jsonable_python
 
@@ -52,6 +52,7 @@ JSON_START = frozenset('{["-0123456789tfn')
 _IMMUTABLE = (str, int, float, bool, type(None))
 """JSON scalars: their own JSON data, and never changed by whoever reads them."""
 _ENDED = frozenset({'succeeded', 'failed', 'skipped', 'cancelled'})
+T = TypeVar('T')
 
 
 def _reject_constant(name: str) -> Any:
@@ -174,6 +175,56 @@ CONDITION_SKIPPED = 8
 """`StepRecord.flags`: skipped because a `when` condition was false."""
 
 
+class _Column(Generic[T]):
+    """A field of `StepRecord`: the step's entry in its run's list of that name (`StepRecords`)."""
+
+    __slots__ = ('name',)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, record: None, owner: type) -> _Column[T]: ...
+    @overload
+    def __get__(self, record: StepRecord, owner: type) -> T: ...
+    def __get__(self, record: StepRecord | None, owner: type) -> T | _Column[T]:
+        if record is None:
+            return self
+        column: list[T] = getattr(record._records, self.name)
+        return column[record.index]
+
+    def __set__(self, record: StepRecord, value: T) -> None:
+        column: list[T] = getattr(record._records, self.name)
+        column[record.index] = value
+
+
+class _Sparse(Generic[T]):
+    """A field of `StepRecord` that few steps have: the step's entry in its run's dict of that name, `None` when it
+    has none (setting `None` removes it)."""
+
+    __slots__ = ('name',)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, record: None, owner: type) -> _Sparse[T]: ...
+    @overload
+    def __get__(self, record: StepRecord, owner: type) -> T | None: ...
+    def __get__(self, record: StepRecord | None, owner: type) -> T | None | _Sparse[T]:
+        if record is None:
+            return self
+        table: dict[int, T] = getattr(record._records, self.name)
+        return table.get(record.index)
+
+    def __set__(self, record: StepRecord, value: T | None) -> None:
+        table: dict[int, T] = getattr(record._records, self.name)
+        if value is None:
+            table.pop(record.index, None)
+        else:
+            table[record.index] = value
+
+
 class StepRecord:
     """What happened to one step. Mutable while the plan runs; final once `PlanRun` is returned.
 
@@ -189,94 +240,24 @@ class StepRecord:
         """Position of the step in the plan."""
         self._records = records
 
-    @property
-    def status(self) -> StepStatus:
-        return self._records.status[self.index]
-
-    @status.setter
-    def status(self, status: StepStatus) -> None:
-        self._records.status[self.index] = status
-
-    @property
-    def output(self) -> str | None:
-        """The tool's output text (successful steps)."""
-        return self._records.output[self.index]
-
-    @output.setter
-    def output(self, output: str | None) -> None:
-        self._records.output[self.index] = output
-
-    @property
-    def value(self) -> Any:
-        """The tool's value (`ToolResult.value` when set, else the output parsed as JSON, else the text)."""
-        return self._records.value[self.index]
-
-    @value.setter
-    def value(self, value: Any) -> None:
-        self._records.value[self.index] = value
-
-    @property
-    def ref_value(self) -> Any:
-        """`value` as JSON data: what references to this step read (each reading step gets its own copy)."""
-        return self._records.ref_value[self.index]
-
-    @ref_value.setter
-    def ref_value(self, value: Any) -> None:
-        self._records.ref_value[self.index] = value
-
-    @property
-    def flags(self) -> int:
-        """`TEXT`, `FROM_OUTPUT`, `CALLED` and `CONDITION_SKIPPED`, or'ed (read them as the properties of those
-        names)."""
-        return self._records.flags[self.index]
-
-    @flags.setter
-    def flags(self, flags: int) -> None:
-        self._records.flags[self.index] = flags
-
-    @property
-    def size(self) -> int:
-        """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
-        return self._records.size[self.index]
-
-    @size.setter
-    def size(self, size: int) -> None:
-        self._records.size[self.index] = size
-
-    @property
-    def error(self) -> str | None:
-        return self._records.error[self.index]
-
-    @error.setter
-    def error(self, error: str | None) -> None:
-        self._records.error[self.index] = error
-
-    @property
-    def attempts(self) -> int:
-        """How many times the step was started (more than once when a retry policy tried its call again)."""
-        return self._records.attempts[self.index]
-
-    @attempts.setter
-    def attempts(self, attempts: int) -> None:
-        self._records.attempts[self.index] = attempts
-
-    @property
-    def items(self) -> list[ItemRecord] | None:
-        """A `for_each` step's elements, in list order, once its list is known."""
-        return self._records.items.get(self.index)
-
-    @items.setter
-    def items(self, items: list[ItemRecord] | None) -> None:
-        _set_or_drop(self._records.items, self.index, items)
-
-    @property
-    def given(self) -> Any:
-        """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
-        return self._records.given.get(self.index)
-
-    @given.setter
-    def given(self, given: Any) -> None:
-        _set_or_drop(self._records.given, self.index, given)
+    status: _Column[StepStatus] = _Column()
+    output: _Column[str | None] = _Column()
+    """The tool's output text (successful steps)."""
+    value: _Column[Any] = _Column()
+    """The tool's value (`ToolResult.value` when set, else the output parsed as JSON, else the text)."""
+    ref_value: _Column[Any] = _Column()
+    """`value` as JSON data: what references to this step read (each reading step gets its own copy)."""
+    flags: _Column[int] = _Column()
+    """`TEXT`, `FROM_OUTPUT`, `CALLED` and `CONDITION_SKIPPED`, or'ed (read them as the properties of those names)."""
+    size: _Column[int] = _Column()
+    """Bytes of `ref_value`'s JSON when it is an object or an array (what a reference to it copies), else 0."""
+    error: _Column[str | None] = _Column()
+    attempts: _Column[int] = _Column()
+    """How many times the step was started (more than once when a retry policy tried its call again)."""
+    items: _Sparse[list[ItemRecord]] = _Sparse()
+    """A `for_each` step's elements, in list order, once its list is known."""
+    given: _Sparse[Any] = _Sparse()
+    """The arguments the tool ran with when a reviewer changed them (`None`: the plan's own)."""
 
     @property
     def step(self) -> PlanStep:
@@ -423,13 +404,6 @@ class StepGraph(Protocol):
     def arguments(self, index: int) -> Any:
         """Step `index`'s arguments with every reference replaced."""
         ...
-
-
-def _set_or_drop(table: dict[int, Any], index: int, value: Any) -> None:
-    if value is None:
-        table.pop(index, None)
-    else:
-        table[index] = value
 
 
 class StepRecords(Sequence[StepRecord]):
