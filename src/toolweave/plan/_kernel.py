@@ -600,24 +600,24 @@ class Run:
         """A step with `when`, `from`/`select` or `for_each`: the condition first (false: skipped, not failed),
         then an expression instead of a tool call, or one tool call per element. Returns whether the step is
         done; `False` leaves a tool step whose condition holds to `run_step`."""
-        record = self.records[index]
+        flags = self.records.flags
         try:
             if kind.when is not None and not await self.condition_holds(index, kind):
                 return True
             if kind.source is None and kind.for_each is None:
                 return False
             if kind.source is not None:
-                record.flags |= CALLED
+                flags[index] |= CALLED
                 self.transition(index, 'running')
                 found = self.resolve_field(index, kind.source, kind.source_rewrite)
-                self.record_value(record, found if kind.select is None else await self.evaluate(index, kind, found))
+                self.record_value(index, found if kind.select is None else await self.evaluate(index, kind, found))
             else:
                 await self.run_items(index, kind)
         except StepFailed as exc:
             self.transition(index, 'failed', str(exc))
             self.release(index, ok=False)
         except StepParked as exc:
-            record.flags &= ~CALLED
+            flags[index] &= ~CALLED
             self.park(index, str(exc), exc.detail)
         except StepCancelled:
             pass  # the run is being cancelled: what is unfinished is recorded as it ends
@@ -637,8 +637,7 @@ class Run:
             raise StepFailed(f'Condition of step {step.id!r} could not be evaluated: {exc}') from None
         if truthy(result):
             return True
-        record = self.records[index]
-        record.flags |= CONDITION_SKIPPED
+        self.records.flags[index] |= CONDITION_SKIPPED
         self.condition_origin[index] = step.id
         select = step.when.select if step.when is not None else '@'
         self.transition(index, 'skipped', f'Skipped because its condition is false: {select!r} gave '
@@ -662,17 +661,18 @@ class Run:
         except ExpressionError as exc:
             raise StepFailed(f'select of step {self.steps[index].id!r} failed: {exc}') from None
 
-    def record_value(self, record: StepRecord, value: Any) -> None:
-        """Record JSON data computed by the plan itself (a selection, a `for_each` list) as the step's value."""
+    def record_value(self, index: int, value: Any) -> None:
+        """Record JSON data computed by the plan itself (a selection, a `for_each` list) as step `index`'s value."""
         try:
             data = jsonable(value)
-            record.output = compact(data)
+            output = compact(data)
         except (ValueError, TypeError) as exc:
             raise StepFailed(f'The value cannot be recorded as JSON: {exc}') from None
-        record.value = record.ref_value = data
-        record.flags = record.flags & ~TEXT | FROM_OUTPUT  # the output is the value's JSON: shown as it is
+        records = self.records
+        records.output[index], records.value[index], records.ref_value[index] = output, data, data
+        records.flags[index] = records.flags[index] & ~TEXT | FROM_OUTPUT  # the output is the value's JSON, shown
         if isinstance(data, (dict, list)):
-            record.size = len(record.output)
+            records.size[index] = len(output)
             self.heavy = True
 
     async def run_items(self, index: int, kind: StepKind) -> None:
@@ -681,7 +681,6 @@ class Run:
         earlier run keeps its outcome); if any fails, the step fails naming them, and each element's outcome
         stays in `record.items`."""
         step = self.steps[index]
-        record = self.records[index]
         elements = self.resolve_field(index, kind.for_each, kind.for_each_rewrite)
         if not isinstance(elements, list):
             raise StepFailed(f'for_each of step {step.id!r} must be a list, got {_describe(elements)}. Refer to a '
@@ -691,11 +690,11 @@ class Run:
             raise StepFailed(f'for_each of step {step.id!r} has {len(elements)} elements, more than the limit of '
                              f'{limit}. Narrow the list with a select step first (for example "[:20]"), or raise '
                              '`max_items`.')
-        items = record.items = [ItemRecord(i) for i in range(len(elements))]
+        items = self.records.items[index] = [ItemRecord(i) for i in range(len(elements))]
         for earlier in self.items_ahead.get(index, ()):
             if earlier.index < len(items):
                 items[earlier.index] = earlier
-        record.flags |= CALLED
+        self.records.flags[index] |= CALLED
         self.transition(index, 'running')
         todo = [(item, elements[item.index]) for item in items if item.status not in _ENDED]
         parked: list[StepParked] = []
@@ -711,7 +710,7 @@ class Run:
             listed = '; '.join(f'item {item.index}: {cut(item.error or item.status, 300)}' for item in failed[:5])
             more = f'; and {len(failed) - 5} more' if len(failed) > 5 else ''
             raise StepFailed(f'{len(failed)} of {len(items)} for_each items failed: {listed}{more}')
-        self.record_value(record, [item.value for item in items])
+        self.record_value(index, [item.value for item in items])
 
     async def run_elements(self, index: int, todo: list[tuple[ItemRecord, Any]], parked: list[StepParked]) -> None:
         """Run the elements in `todo`: at most `concurrency` at once, started a batch at a time with a turn of the
@@ -819,19 +818,18 @@ class Run:
         queue the steps now ready and skip those behind a step that did not succeed."""
         records = self.records
         for index, fill in ended.items():
-            record = records[index]
-            record.status, record.output, record.ref_value, record.error = (
-                fill.status, fill.output, fill.value, fill.error)
-            record.value = fill.value
-            record.flags = ((TEXT if fill.is_text else 0) | (FROM_OUTPUT if fill.from_output else 0)
-                            | (CALLED if fill.status == 'succeeded' else 0)
-                            | (CONDITION_SKIPPED if fill.condition is not None else 0))
+            records.status[index], records.output[index], records.error[index] = fill.status, fill.output, fill.error
+            records.value[index] = records.ref_value[index] = fill.value
+            records.flags[index] = ((TEXT if fill.is_text else 0) | (FROM_OUTPUT if fill.from_output else 0)
+                                    | (CALLED if fill.status == 'succeeded' else 0)
+                                    | (CONDITION_SKIPPED if fill.condition is not None else 0))
             if isinstance(fill.value, (dict, list)):
-                record.size = len(compact(fill.value))
+                records.size[index] = len(compact(fill.value))
                 self.heavy = True
-            record.given = fill.arguments
+            if fill.arguments is not None:
+                records.given[index] = fill.arguments
             if fill.items is not None:
-                record.items = list(fill.items)
+                records.items[index] = list(fill.items)
             if fill.condition is not None:
                 self.condition_origin[index] = fill.condition
         self.unfinished = len(records) - len(ended)
@@ -841,7 +839,7 @@ class Run:
             if index in ended:
                 continue
             self.waiting[index] = sum(1 for d in deps if d not in ended)
-            if any(d in ended and records[d].status != 'succeeded' for d in deps):
+            if any(d in ended and records.status[d] != 'succeeded' for d in deps):
                 self.blocked.add(index)
             if not self.waiting[index]:
                 if index in self.blocked:

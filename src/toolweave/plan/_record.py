@@ -175,13 +175,19 @@ CONDITION_SKIPPED = 8
 """`StepRecord.flags`: skipped because a `when` condition was false."""
 
 
-class _Column(Generic[T]):
-    """A field of `StepRecord`: the step's entry in its run's list of that name (`StepRecords`)."""
+class _Field:
+    """A field of `StepRecord`, named after the column (or dict) of `StepRecords` it reads and writes."""
 
     __slots__ = ('name',)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
+
+
+class _Column(_Field, Generic[T]):
+    """A field of `StepRecord`: the step's entry in its run's list of that name (`StepRecords`)."""
+
+    __slots__ = ()
 
     @overload
     def __get__(self, record: None, owner: type) -> _Column[T]: ...
@@ -198,14 +204,11 @@ class _Column(Generic[T]):
         column[record.index] = value
 
 
-class _Sparse(Generic[T]):
+class _Sparse(_Field, Generic[T]):
     """A field of `StepRecord` that few steps have: the step's entry in its run's dict of that name, `None` when it
     has none (setting `None` removes it)."""
 
-    __slots__ = ('name',)
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+    __slots__ = ()
 
     @overload
     def __get__(self, record: None, owner: type) -> _Sparse[T]: ...
