@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,18 @@ from toolweave import GLOBAL_METRICS, instrument
 @pytest.fixture
 def anyio_backend() -> str:
     return 'asyncio'
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """The collector paused for a test that times how long the event loop is held: a full collection of the
+    suite's heap holds every thread, whichever made the garbage."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)

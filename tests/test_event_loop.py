@@ -10,11 +10,9 @@ paused while they are timed (a collection holds every thread, whichever made the
 
 from __future__ import annotations
 
-import gc
 import json
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,16 +24,6 @@ from toolweave.testing import FakeTool, LoopWatch
 from toolweave.tools import ToolDefinition, Toolset
 
 pytestmark = pytest.mark.anyio
-
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
 
 class Recording(FakeTool):
     """A tool that records the threads that read its definition (validation reads it)."""
