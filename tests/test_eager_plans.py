@@ -113,6 +113,34 @@ async def test_gated_steps_and_steps_referring_ahead_wait_for_the_whole_plan() -
     assert run.step('early').output == 'value of value of x'
 
 
+async def test_once_the_whole_plan_is_known_ready_steps_start_longest_chain_first() -> None:
+    # Every step arrives and starts early (read-only), but `gate` lasts past the end of the stream: when it ends,
+    # `short` (nothing after it) and `long` (two steps after it) are ready at once, with room for one. While the
+    # plan streamed no chain was known; from close on the longer chain starts first, as in a run of the whole plan.
+    log = Log()
+    plan = {'steps': [{'id': 'gate', 'tool': 'slow', 'arguments': {'key': 'gate'}},
+                      {'id': 'short', 'tool': 'lookup', 'arguments': {'key': '$ref:gate'}},
+                      {'id': 'long', 'tool': 'lookup', 'arguments': {'key': '$ref:gate'}},
+                      {'id': 'next', 'tool': 'lookup', 'arguments': {'key': '$ref:long'}},
+                      {'id': 'last', 'tool': 'lookup', 'arguments': {'key': '$ref:next'}}],
+            'output_steps': ['short', 'last']}
+
+    @tool(read_only=True)
+    async def slow(key: str) -> str:
+        """Read a value slowly (read-only)."""
+        await anyio.sleep(0.5)
+        return key
+
+    model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'Done.'],
+                          tokens_per_second=TOKENS_PER_SECOND)
+    result = await Agent(model, tools=[*tools(log), slow], tool_planning=True, eager_plans=True,
+                         plan_options={'concurrency': 1}).run('go', on_event=log.event)
+    (run,) = result.plan_runs
+    assert run.ok and run.eager == ('gate',), run.eager  # the others waited for it, and it outlasted the stream
+    assert log.index('eager', 'gate') < log.last_delta() < log.index('started', 'long') < log.index(
+        'started', 'short')
+
+
 async def test_an_invalid_plan_cancels_what_started_early_and_reports_it_with_its_problems() -> None:
     log = Log()
     plan = {'steps': [{'id': 'a', 'tool': 'lookup', 'arguments': {'key': 'a'}},

@@ -213,3 +213,53 @@ def test_for_each_and_select_agree_with_python(values: list[int], concurrency: i
         assert run.step('total').value == sum(v * 2 for v in kept)
     else:
         assert run.step('total').condition_skipped and run.ok
+
+
+@st.composite
+def streamed_plans(draw: st.DrawFn) -> dict[str, Any]:
+    """Plans as a model streams them: steps that refer back (or ahead, or to themselves), typed literal arguments
+    right or wrong, select steps."""
+    n = draw(st.integers(1, 12))
+    steps: list[dict[str, Any]] = []
+    for i in range(n):
+        refs = draw(st.lists(st.integers(0, n - 1), max_size=2))
+        kind = draw(st.sampled_from(['typed', 'typed', 'loose', 'select']))
+        if kind == 'select':
+            steps.append({'id': f's{i}', 'from': [f'$ref:s{r}' for r in refs], 'select': 'length(@)'})
+        elif kind == 'typed':
+            count: Any = f'$ref:s{refs[0]}' if refs else draw(st.sampled_from([1, 2, 'three']))
+            steps.append({'id': f's{i}', 'tool': 'typed', 'arguments': {'count': count}})
+        else:
+            steps.append({'id': f's{i}', 'tool': 'loose', 'arguments': {'refs': [f'$ref:s{r}' for r in refs]}})
+    return {'steps': steps}
+
+
+@SETTINGS
+@given(streamed_plans())
+def test_a_plan_validated_as_it_streams_in_validates_as_the_whole_plan_does(plan: dict[str, Any]) -> None:
+    # The validator a stream uses (`admit` each step that arrives; `hold` one that does not validate with the
+    # steps before it), then the whole plan validated taking what it checked: the same problems, and the same
+    # prepared plan (graph, chains, checks) as validating the plan whole.
+    from toolweave.plan._parse import parse_lenient
+    from toolweave.plan._validate import PLAN_TOOL_NAMES, Validator, as_toolset, prepare
+
+    @toolweave.tool(read_only=True)
+    def typed(count: int) -> int:
+        """Counts."""
+        return count
+
+    tools = as_toolset([typed, FakeTool('loose')])
+    parsed = parse_lenient(plan)
+    validator = Validator(tools, dialect='id', max_items=1000, refused=PLAN_TOOL_NAMES, earlier={})
+    for step in parsed.plan.steps:
+        if not validator.admit(step):
+            validator.hold(step.id)
+    streamed, streamed_problems = prepare(parsed, tools, max_steps=100, max_items=1000, arrived=validator)
+    whole, whole_problems = prepare(parsed, tools, max_steps=100, max_items=1000)
+    assert streamed_problems.messages() == whole_problems.messages()
+    assert (streamed is None) == (whole is None)
+    if streamed is not None and whole is not None:
+        assert streamed.deps == whole.deps and streamed.rewrite == whole.rewrite
+        assert streamed.waves == whole.waves and streamed.chains == whole.chains
+        assert [list(d) for d in streamed.dependents] == [list(d) for d in whole.dependents]
+        assert streamed.checked == whole.checked and streamed.kinds.keys() == whole.kinds.keys()

@@ -249,13 +249,14 @@ class Validator:
     may refer to it. Meanwhile `so_far` is the plan so far, prepared to run: its graph grows with each step (waves,
     dependents; every chain counts 1, as nothing is known of what comes after). At close, `prepare(...,
     arrived=validator)` checks the whole plan, taking as checked the steps before the first one held back (those the
-    whole text holds unchanged): each step is checked about once, however the plan arrived.
+    whole text holds unchanged): each step is checked about once, however the plan arrived. When every step arrived
+    and was admitted, the graph they grew is the whole plan's too: only the chains are counted at close.
     """
 
     __slots__ = ('available', 'batches', 'batching', 'chains', 'check_literals', 'checked', 'contracts', 'deps',
-                 'dependents', 'dialect', 'earlier', 'found', 'growing', 'hints', 'ids', 'kinds', 'max_items',
-                 'problems', 'refused', 'reported', 'resolved', 'rewrite', 'scanner', 'seen', 'source', 'steps',
-                 'taken', 'tools', 'waves')
+                 'dependents', 'dialect', 'earlier', 'found', 'graph_taken', 'growing', 'hints', 'ids', 'kinds',
+                 'max_items', 'problems', 'refused', 'reported', 'resolved', 'rewrite', 'scanner', 'seen', 'source',
+                 'steps', 'taken', 'tools', 'waves')
 
     def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
                  earlier: Mapping[str, Mapping[str, Any]] | None, reported: set[tuple[int, str]] | None = None,
@@ -302,6 +303,8 @@ class Validator:
         """The validator that checked the steps as they arrived."""
         self.taken: frozenset[int] = frozenset()
         """The steps `add` takes as `source` checked them."""
+        self.graph_taken = False
+        """Whether every step is taken from `source`, and with them the graph they grew (`finish`)."""
 
     # --- checking steps -------------------------------------------------------------------------------------------
 
@@ -349,7 +352,12 @@ class Validator:
         the prepared plan, or `None` when there is any problem."""
         problems = self.problems
         _check_output_steps(plan, self.ids, problems)
-        waves, dependents, chains = _graph(plan, self.deps, problems)
+        source = self.source
+        dependents: Sequence[Sequence[int]]
+        if source is not None and self.graph_taken:  # the graph the steps grew as they arrived: no cycle, in order
+            waves, dependents, chains = source.waves, source.dependents, _chains(self.deps, range(len(self.deps)))
+        else:
+            waves, dependents, chains = _graph(plan, self.deps, problems)
         if problems:
             return None, problems
         scanner = self.scanner
@@ -653,10 +661,15 @@ class Validator:
         resumed.resolved.extend(self.resolved[:prefix])
         resumed.rewrite.extend(self.rewrite[:prefix])
         resumed.deps.extend(self.deps[:prefix])
-        resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < prefix)
-        resumed.checked.update((index, given) for index, given in self.checked.items() if index < prefix)
+        if prefix == len(mine):
+            resumed.kinds.update(self.kinds)
+            resumed.checked.update(self.checked)
+        else:
+            resumed.kinds.update((index, kind) for index, kind in self.kinds.items() if index < prefix)
+            resumed.checked.update((index, given) for index, given in self.checked.items() if index < prefix)
         resumed.taken = frozenset(taken[prefix:])
         resumed.source = self
+        resumed.graph_taken = everything and count == len(theirs) == len(mine)
         resumed.found.update(self.found)  # a name looked up again finds the same tool
         # The references bound so far, but those to a step that is not what it was then (their check and what is
         # known of their types hold no more: the step that uses one first checks it again); every earlier plan's
@@ -806,13 +819,19 @@ def _graph(plan: Plan, deps: list[tuple[int, ...]],
     if len(queue) < n:
         _report_cycles(plan, deps, remaining, problems)
         return waves, dependents, []
-    chains = [1] * n
-    for node in reversed(queue):  # every dependent comes after its dependencies in `queue`
+    return waves, dependents, _chains(deps, queue)
+
+
+def _chains(deps: list[tuple[int, ...]], order: Sequence[int]) -> list[int]:
+    """Per step, the longest chain of dependents from it (itself included); `order` puts every step after the steps
+    it refers to."""
+    chains = [1] * len(deps)
+    for node in reversed(order):
         here = chains[node] + 1
         for parent in deps[node]:
             if chains[parent] < here:
                 chains[parent] = here
-    return waves, dependents, chains
+    return chains
 
 
 def _report_cycles(plan: Plan, deps: list[tuple[int, ...]], remaining: list[int], problems: Problems) -> None:
