@@ -345,7 +345,7 @@ async def test_plan_steps_on_one_server_run_in_parallel(main: McpGateway) -> Non
         result = await client.call_tool('execute_tool_plan', plan)
         elapsed = anyio.current_time() - started
     assert result.structured_content == {'results': {f's{i}': 'slept' for i in range(4)}, 'errors': {}}
-    assert elapsed < 1.5  # four calls of 0.5 s, together
+    assert elapsed < 1.9  # four calls of 0.5 s, together (one after another: 2 s)
 
 
 def http_upstream(port: str) -> tuple[subprocess.Popen[str], str]:
