@@ -199,12 +199,12 @@ class FunctionTool(Tool, Generic[P, R]):
         validated values for the call (with `pending`: `True`, see `Tool.check_arguments`). Raises
         `ArgumentsError` with every problem."""
         schema = self._schema
+        name = self._definition.name  # not `self.name`: two properties deep, and a plan checks each step here
         if pending:
-            schema.validator.check_partial(arguments, pending, self.name)
+            schema.validator.check_partial(arguments, pending, name)
             return True
         # The values, not the model instance they sit in: one object fewer held from a plan's check to its call.
-        return CheckedArguments.of(arguments, schema,
-                                   schema.values(schema.validator.validate_mapping(arguments, self.name)))
+        return CheckedArguments.of(arguments, schema, schema.values(schema.validator.validate_mapping(arguments, name)))
 
     def check_arguments_many(self, arguments: Sequence[Mapping[str, Any]]) -> list[CheckedArguments] | None:
         """`check_arguments` of each of `arguments`, a call of the validator per `_CHUNK` of them; `None` when any
