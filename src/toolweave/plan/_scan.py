@@ -334,10 +334,13 @@ class Scanner:
         for key, item in value.items():
             kind = type(item)
             if kind is str:
-                if not strings:
+                # Every text `whole` holds starts with "$": a plain string costs no hash and no probe of it.
+                if not strings or (not item.startswith('$') and '{{' not in item):
                     continue
                 ref = whole.get(item)
-                if ref is not None:
+                if ref is None:
+                    changed = True if item.startswith(PREFIX) and self.simple(item) else None
+                else:
                     if isinstance(ref, int):
                         self.deps.append(ref)
                     elif ref[_POSITION] >= 0:
@@ -347,12 +350,6 @@ class Scanner:
                         self.special(ref)
                         trail.pop()
                     changed = True
-                elif item.startswith(PREFIX) and self.simple(item):
-                    changed = True
-                elif not item.startswith('$') and '{{' not in item:
-                    continue
-                else:
-                    changed = None
             elif kind is list:
                 changed = self.references(item) if quick else None
             elif kind is dict:
@@ -381,6 +378,10 @@ class Scanner:
         for item in value:
             if type(item) is not str:
                 break
+            if not item.startswith('$'):
+                if '{{' in item:
+                    break
+                continue
             ref = whole.get(item)
             if ref is not None:
                 if not isinstance(ref, int):
@@ -389,12 +390,10 @@ class Scanner:
                     ref = ref[_POSITION]
                 deps.append(ref)
                 found = True
-            elif item.startswith(PREFIX):
-                if not self.simple(item):
-                    break
-                found = True
-            elif item.startswith('$') or '{{' in item:
+            elif not item.startswith(PREFIX) or not self.simple(item):
                 break
+            else:
+                found = True
         else:
             return found
         self.left += len(value)  # counted again by the general way
@@ -413,8 +412,10 @@ class Scanner:
             if kind is str:
                 if not strings:
                     continue
-                ref = whole.get(item)
-                if ref is not None:
+                if not item.startswith('$'):
+                    if '{{' not in item:
+                        continue
+                elif (ref := whole.get(item)) is not None:
                     if isinstance(ref, int):
                         self.deps.append(ref)
                     elif ref[_POSITION] >= 0:
@@ -425,11 +426,8 @@ class Scanner:
                         trail.pop()
                     rewrite = True
                     continue
-                if item.startswith(PREFIX):
-                    if self.simple(item):
-                        rewrite = True
-                        continue
-                elif not item.startswith('$') and '{{' not in item:
+                elif item.startswith(PREFIX) and self.simple(item):
+                    rewrite = True
                     continue
             elif kind is not dict and kind is not list:
                 continue
