@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from toolweave import Agent, AutoApproveHandler, Budget, tool
-from toolweave.agent import AgentEvent, PlanStepStarted, ToolCallDelta
+from toolweave.agent import AgentEvent, PlanStepStarted, ToolCallDelta, ToolCallStarted
 from toolweave.exceptions import UsageLimitExceeded, UserError
 from toolweave.testing import ScriptedModel
 
@@ -114,7 +114,7 @@ async def test_gated_steps_and_steps_referring_ahead_wait_for_the_whole_plan() -
 
 
 async def test_once_the_whole_plan_is_known_ready_steps_start_longest_chain_first() -> None:
-    # Every step arrives and starts early (read-only), but `gate` lasts past the end of the stream: when it ends,
+    # Every step arrives and may start early (read-only), but `gate` lasts past the end of the stream: when it ends,
     # `short` (nothing after it) and `long` (two steps after it) are ready at once, with room for one. While the
     # plan streamed no chain was known; from close on the longer chain starts first, as in a run of the whole plan.
     log = Log()
@@ -125,16 +125,24 @@ async def test_once_the_whole_plan_is_known_ready_steps_start_longest_chain_firs
                       {'id': 'last', 'tool': 'lookup', 'arguments': {'key': '$ref:next'}}],
             'output_steps': ['short', 'last']}
 
+    arrived = anyio.Event()
+
+    def on_event(event: AgentEvent) -> None:
+        log.event(event)
+        if isinstance(event, ToolCallStarted):  # the whole call has arrived: the loop closes the plan next
+            arrived.set()
+
     @tool(read_only=True)
     async def slow(key: str) -> str:
-        """Read a value slowly (read-only)."""
-        await anyio.sleep(0.5)
+        """Read a value once the plan has arrived (read-only)."""
+        await arrived.wait()
+        await anyio.sleep(0.1)  # the plan is closed meanwhile (validating five steps takes well under 1 ms)
         return key
 
     model = ScriptedModel([{'tool': 'execute_tool_plan', 'arguments': plan}, 'Done.'],
                           tokens_per_second=TOKENS_PER_SECOND)
     result = await Agent(model, tools=[*tools(log), slow], tool_planning=True, eager_plans=True,
-                         plan_options={'concurrency': 1}).run('go', on_event=log.event)
+                         plan_options={'concurrency': 1}).run('go', on_event=on_event)
     (run,) = result.plan_runs
     assert run.ok and run.eager == ('gate',), run.eager  # the others waited for it, and it outlasted the stream
     assert log.index('eager', 'gate') < log.last_delta() < log.index('started', 'long') < log.index(
