@@ -423,16 +423,17 @@ class StepRecords(Sequence[StepRecord]):
     def __init__(self, graph: StepGraph, count: int) -> None:
         self.graph = graph
         """The run the records are of: the steps, their times, the graph, argument resolution."""
-        self.status: list[StepStatus] = ['pending'] * count
-        self.output: list[str | None] = [None] * count
-        self.value: list[Any] = [None] * count
-        self.ref_value: list[Any] = [None] * count
-        self.flags = [0] * count
-        self.size = [0] * count
-        self.error: list[str | None] = [None] * count
-        self.attempts = [0] * count
+        self.status: list[StepStatus] = []
+        self.output: list[str | None] = []
+        self.value: list[Any] = []
+        self.ref_value: list[Any] = []
+        self.flags: list[int] = []
+        self.size: list[int] = []
+        self.error: list[str | None] = []
+        self.attempts: list[int] = []
         self.items: dict[int, list[ItemRecord]] = {}
         self.given: dict[int, Any] = {}
+        self.grow(count)
 
     def grow(self, count: int) -> None:
         """Add `count` steps' records, pending (a plan that arrives while it runs)."""
