@@ -254,6 +254,13 @@ def test_a_plan_validated_as_it_streams_in_validates_as_the_whole_plan_does(plan
     for step in parsed.plan.steps:
         if not validator.admit(step):
             validator.hold(step.id)
+        # The levels of the plan so far, read as it grows (counted again once it has grown): each step one above
+        # the highest it refers to (the steps so far refer only to steps before them).
+        growing = validator.so_far()
+        levels = growing.waves
+        assert len(levels) == len(growing.deps)
+        assert all(level == max((levels[d] + 1 for d in deps), default=0)
+                   for level, deps in zip(levels, growing.deps, strict=True))
     streamed, streamed_problems = prepare(parsed, tools, max_steps=100, max_items=1000, arrived=validator)
     whole, whole_problems = prepare(parsed, tools, max_steps=100, max_items=1000)
     assert streamed_problems.messages() == whole_problems.messages()

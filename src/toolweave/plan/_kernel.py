@@ -320,7 +320,7 @@ class Run:
         """A run of a plan that is still arriving, with no steps yet: `grow` adds the steps that arrive, `close`
         takes the whole plan, `cancel` gives up; `run` runs it meanwhile, and it does not end before one of the
         last two. Its clock (`started_at`, step times) starts now; its timeout when it is closed."""
-        nothing = Prepared(Plan(()), [], [], RefTable(), [], [], [], {}, [], max_items)
+        nothing = Prepared(Plan(()), [], [], RefTable(), [], [], {}, [], max_items)
         run = cls(nothing, concurrency=concurrency, step_timeout=step_timeout, missing_field=missing_field,
                   context=context, extensions=extensions)
         run.arriving = True

@@ -1,7 +1,8 @@
 """Validation before anything runs: ids, tools, references, cycles and limits, every problem at once.
 
 A valid plan comes out prepared for the executor: tools looked up, arguments compiled, the dependency graph
-(dependencies in order of first appearance, dependents, waves) built in O(steps + references).
+(dependencies in order of first appearance, dependents, the longest chain of dependents from each step) built in
+O(steps + references); dependency levels (waves) are counted only when read.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import accumulate, islice
+from itertools import islice
 from typing import Any
 
 import anyio
@@ -92,10 +93,15 @@ def _valid_ids(ids: Collection[str]) -> bool:
 def _distinct(found: list[int]) -> tuple[int, ...]:
     """The steps in `found` (in order of first appearance, with repeats) each once, as a tuple."""
     count = len(found)
-    if count == 1 or (count == 2 and found[0] == found[1]):
+    if count == 1:
         return _single(found[0])
     if count == 2:
-        return (found[0], found[1])
+        first, second = found
+        return _single(first) if first == second else (first, second)
+    if count == 3:  # (a dict for three ints costs as much as the rest of this function)
+        first, second, third = found
+        if first != second and first != third and second != third:
+            return (first, second, third)
     return tuple(dict.fromkeys(found)) if count else _NO_DEPS
 
 
@@ -134,8 +140,6 @@ class Prepared:
     first that failed)."""
     dependents: Sequence[Sequence[int]]
     """Per step: the steps that refer to it, in plan order."""
-    waves: list[int]
-    """Per step: its dependency level (0 for steps without references)."""
     kinds: dict[int, StepKind]
     """The steps that select, loop or have a condition, by position."""
     external: list[Any]
@@ -147,6 +151,17 @@ class Prepared:
     checked: dict[int, Mapping[str, Any]] = field(default_factory=dict[int, Mapping[str, Any]])
     """Per step without references whose tool validated its arguments (`Tool.check_arguments`): the arguments to
     call it with, so that the call does not validate them again (the run takes each once)."""
+    counted_waves: list[int] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def waves(self) -> list[int]:
+        """Per step: its dependency level (0 for steps without references). Counted when first read (by a display,
+        a trace, a record's `wave`), not by every validation: running a plan never needs them. A plan still
+        arriving (`Validator.so_far`) has its levels counted again once it has grown."""
+        waves = self.counted_waves
+        if waves is None or len(waves) != len(self.deps):
+            waves = self.counted_waves = _levels(self.deps, _order(self.deps, self.dependents)[0])
+        return waves
 
 
 def as_toolset(tools: Toolset | Iterable[ToolsetItem]) -> Toolset:
@@ -256,7 +271,7 @@ class Validator:
     __slots__ = ('available', 'batches', 'batching', 'chains', 'check_literals', 'checked', 'contracts', 'deps',
                  'dependents', 'dialect', 'earlier', 'found', 'graph_taken', 'growing', 'hints', 'ids', 'kinds',
                  'max_items', 'problems', 'refused', 'reported', 'resolved', 'rewrite', 'scanner', 'seen', 'source',
-                 'steps', 'taken', 'tools', 'waves')
+                 'steps', 'taken', 'tools')
 
     def __init__(self, tools: Toolset, *, dialect: Dialect, max_items: int, refused: frozenset[str],
                  earlier: Mapping[str, Mapping[str, Any]] | None, reported: set[tuple[int, str]] | None = None,
@@ -295,7 +310,6 @@ class Validator:
         """What the message about an unknown tool adds, by name."""
         # A plan that streams in (`admit`, `hold`).
         self.dependents: list[list[int]] = []
-        self.waves: list[int] = []
         self.chains: list[int] = []
         self.growing: Prepared | None = None
         # The whole plan of a plan that streamed in (`resume`).
@@ -355,13 +369,13 @@ class Validator:
         source = self.source
         dependents: Sequence[Sequence[int]]
         if source is not None and self.graph_taken:  # the graph the steps grew as they arrived: no cycle, in order
-            waves, dependents, chains = source.waves, source.dependents, _chains(self.deps, range(len(self.deps)))
+            dependents, chains = source.dependents, _chains(self.deps, range(len(self.deps)))
         else:
-            waves, dependents, chains = _graph(plan, self.deps, problems)
+            dependents, chains = _graph(plan, self.deps, problems)
         if problems:
             return None, problems
         scanner = self.scanner
-        return Prepared(plan, self.resolved, self.rewrite, scanner.table, self.deps, dependents, waves, self.kinds,
+        return Prepared(plan, self.resolved, self.rewrite, scanner.table, self.deps, dependents, self.kinds,
                         scanner.external, self.max_items, chains, self.checked), problems
 
     def _take(self, index: int) -> None:
@@ -594,14 +608,10 @@ class Validator:
 
     def _link(self, index: int) -> None:
         """Step `index` joins the graph of the plan so far (it refers only to steps before it)."""
-        waves, dependents = self.waves, self.dependents
-        wave = 0
+        dependents = self.dependents
         for dep in self.deps[index]:
             dependents[dep].append(index)
-            if waves[dep] >= wave:
-                wave = waves[dep] + 1
         dependents.append([])
-        waves.append(wave)
         self.chains.append(1)
 
     def so_far(self) -> Prepared:
@@ -610,7 +620,7 @@ class Validator:
         if self.growing is None:
             scanner = self.scanner
             self.growing = Prepared(Plan((), dialect=self.dialect), self.resolved, self.rewrite, scanner.table,
-                                    self.deps, self.dependents, self.waves, self.kinds, scanner.external,
+                                    self.deps, self.dependents, self.kinds, scanner.external,
                                     self.max_items, self.chains, self.checked)
         return self.growing
 
@@ -785,41 +795,53 @@ def _did_you_mean(name: str, available: list[str]) -> str:
 
 
 def _graph(plan: Plan, deps: list[tuple[int, ...]],
-           problems: Problems) -> tuple[list[int], list[tuple[int, ...]], list[int]]:
-    """Kahn's algorithm over the steps in plan order: waves, dependents, the longest chain of dependents from each
-    step (walking the same order backwards), and every cycle (named by path)."""
+           problems: Problems) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The dependents of each step and the longest chain of dependents from it; every cycle is reported (named by
+    path), and then the chains are empty."""
     n = len(deps)
-    # Dependents in one flat list (a counting sort by dependency), then one tuple of ints per step: no list per
-    # step that outlives this function, so building the graph adds next to nothing for the garbage collector.
-    counts = [0] * n
-    for ds in deps:
-        for d in ds:
-            counts[d] += 1
-    starts = list(accumulate(counts, initial=0))
-    fill = starts[:-1]
-    flat = [0] * starts[-1]
+    # Dependents gathered in a list per step, then kept as one tuple of ints per step (shared when it holds one step,
+    # `_single`): the lists die here, and tuples of ints are soon untracked by the garbage collector, so the graph a
+    # plan keeps while it runs adds next to nothing to the collector's work.
+    gathered: list[list[int]] = [[] for _ in range(n)]
     for index, ds in enumerate(deps):
         for d in ds:
-            flat[fill[d]] = index
-            fill[d] += 1
-    del fill
-    dependents = [_NO_DEPS if not count else _single(flat[starts[i]]) if count == 1 else
-                  tuple(flat[starts[i] : starts[i + 1]]) for i, count in enumerate(counts)]
+            gathered[d].append(index)
+    dependents = [_NO_DEPS if not each else _single(each[0]) if len(each) == 1 else tuple(each)
+                  for each in gathered]
+    del gathered
+    order, remaining = _order(deps, dependents)
+    if len(order) < n:
+        _report_cycles(plan, deps, remaining, problems)
+        return dependents, []
+    return dependents, _chains(deps, order)
+
+
+def _order(deps: Sequence[Sequence[int]], dependents: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """Kahn's algorithm: the steps in an order that puts each after the steps it refers to, plan order among those
+    ready together; with the count of dependencies left unordered per step (steps on or behind a cycle are left
+    out of the order, their counts above zero)."""
     remaining = [len(d) for d in deps]
-    waves = [0] * n
-    queue = [i for i in range(n) if not remaining[i]]
-    for node in queue:  # the list grows while we walk it (a FIFO without popping)
-        level = waves[node] + 1
+    order = [i for i, count in enumerate(remaining) if not count]
+    append = order.append
+    for node in order:  # the list grows while we walk it (a FIFO without popping)
         for child in dependents[node]:
-            if waves[child] < level:
-                waves[child] = level
             remaining[child] -= 1
             if not remaining[child]:
-                queue.append(child)
-    if len(queue) < n:
-        _report_cycles(plan, deps, remaining, problems)
-        return waves, dependents, []
-    return waves, dependents, _chains(deps, queue)
+                append(child)
+    return order, remaining
+
+
+def _levels(deps: Sequence[Sequence[int]], order: Sequence[int]) -> list[int]:
+    """Per step, its dependency level: 0 without references, else one more than the highest level it refers to;
+    `order` puts every step after the steps it refers to."""
+    levels = [0] * len(deps)
+    for node in order:
+        level = 0
+        for parent in deps[node]:
+            if levels[parent] >= level:
+                level = levels[parent] + 1
+        levels[node] = level
+    return levels
 
 
 def _chains(deps: list[tuple[int, ...]], order: Sequence[int]) -> list[int]:
