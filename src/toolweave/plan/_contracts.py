@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, TypeAdapter
 
+from toolweave.plan._model import PlanSteps
 from toolweave.plan._refs import ITEM_POSITION, Segment, format_path
 from toolweave.tools import ArgumentsError, CheckedArguments, FunctionTool, Tool, ToolDefinition, ToolResult
 from toolweave.tools._schema_check import schema_problem
@@ -504,7 +505,7 @@ class Contracts:
 
     __slots__ = ('_by_tool', '_schemas', '_types', 'steps', 'tools')
 
-    def __init__(self, tools: Sequence[Tool | None], steps: Sequence[Any]) -> None:
+    def __init__(self, tools: Sequence[Tool | None], steps: PlanSteps) -> None:
         self.tools = tools
         self.steps = steps
         self._by_tool: dict[int, Contract] = {}
@@ -524,7 +525,8 @@ class Contracts:
         if tool is None:
             return None
         output = self.of(tool).output
-        if output is None or self.steps[position].for_each is None:
+        forms = self.steps.forms.get(position)
+        if output is None or forms is None or forms.for_each is None:
             return output
         return {'type': 'array', 'items': output, **({'$defs': output['$defs']} if '$defs' in output else {})}
 

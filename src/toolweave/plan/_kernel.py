@@ -54,7 +54,7 @@ import anyio.lowlevel
 from toolweave._json import compact
 from toolweave.exceptions import ApprovalPending
 from toolweave.plan._expr import ExpressionError, evaluate, truthy
-from toolweave.plan._model import MissingField, Plan, PlanStep, StepStatus
+from toolweave.plan._model import MissingField, Plan, PlanSteps, StepStatus
 from toolweave.plan._parse import excerpt
 from toolweave.plan._record import (
     CALLED,
@@ -222,7 +222,8 @@ class Run:
         plan = prepared.plan
         self.prepared = prepared
         """The plan as far as it has arrived (all of it, except in a run made by `open` before `close`)."""
-        self.steps: Sequence[PlanStep] = plan.steps
+        self.steps: PlanSteps = plan.steps
+        """The plan's steps as far as they have arrived (columns: the hot path reads `arguments` and `ids`)."""
         self.deps = prepared.deps
         self.dependents = prepared.dependents
         self.rewrite = prepared.rewrite
@@ -341,9 +342,9 @@ class Run:
         if kind is not None and kind.for_each is not None:
             items = self.records.items.get(index)
             return None if items is None else [item.arguments for item in items]
-        given = self.steps[index].arguments
+        given = self.steps.arguments[index]
         rewrite = self.rewrite[index]
-        return self.resolver.resolve(given, rewrite, self.steps[index].id) if rewrite else given
+        return self.resolver.resolve(given, rewrite, self.steps.ids[index]) if rewrite else given
 
     # --- transitions --------------------------------------------------------------------------------------------
 
@@ -502,14 +503,15 @@ class Run:
             self.freed = None
 
     def inputs(self, index: int) -> Any:
-        given = self.steps[index].arguments
+        steps = self.steps
+        given = steps.arguments[index]
         if type(given) is str:  # JSON text that did not parse: this step fails, independent steps still run
-            raise StepFailed(_deserialize_error(self.steps[index].tool, given))
+            raise StepFailed(_deserialize_error(steps.tools[index], given))
         rewrite = self.rewrite[index]
         if not rewrite:
             return self.checked.pop(index, given) if self.checked else given
         try:
-            return self.resolver.resolve(given, rewrite, self.steps[index].id)
+            return self.resolver.resolve(given, rewrite, steps.ids[index])
         except ResolveError as exc:
             raise StepFailed(str(exc)) from None
 
@@ -650,7 +652,7 @@ class Run:
         if not rewrite:
             return jsonable(value)
         try:
-            return self.resolver.resolve(value, rewrite, self.steps[index].id)
+            return self.resolver.resolve(value, rewrite, self.steps.ids[index])
         except ResolveError as exc:
             raise StepFailed(str(exc)) from None
 
@@ -659,7 +661,7 @@ class Run:
         try:
             return await evaluate(kind.select, value)
         except ExpressionError as exc:
-            raise StepFailed(f'select of step {self.steps[index].id!r} failed: {exc}') from None
+            raise StepFailed(f'select of step {self.steps.ids[index]!r} failed: {exc}') from None
 
     def record_value(self, index: int, value: Any) -> None:
         """Record JSON data computed by the plan itself (a selection, a `for_each` list) as step `index`'s value."""
@@ -806,7 +808,7 @@ class Run:
         culprit = next(d for d in self.deps[index] if status[d] != 'succeeded')
         origin = self.condition_origin.get(culprit) if self.condition_origin else None
         if origin is None:
-            self.transition(index, 'skipped', f"Skipped because dependency '{self.steps[culprit].id}' failed")
+            self.transition(index, 'skipped', f"Skipped because dependency '{self.steps.ids[culprit]}' failed")
             return
         self.condition_origin[index] = origin
         self.records.flags[index] |= CONDITION_SKIPPED
@@ -968,7 +970,7 @@ class Run:
 
     # --- a plan that arrives while it runs (`open`) --------------------------------------------------------------
 
-    def grow(self, prepared: Prepared, steps: Sequence[PlanStep], held: Collection[int]) -> None:
+    def grow(self, prepared: Prepared, steps: PlanSteps, held: Collection[int]) -> None:
         """More of the plan has arrived: `steps` are its steps so far, those the run has (unchanged, at the same
         positions) then new ones, each referring only to steps before it, and `prepared` holds their graph (its
         per-step lists cover `steps`; its `plan` is the whole plan only once `close`d, so building it is not paid for

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
-__all__ = ('Condition', 'Dialect', 'MissingField', 'Plan', 'PlanStep', 'ReviewMode', 'StepForms', 'StepStatus')
+__all__ = ('Condition', 'Dialect', 'MissingField', 'Plan', 'PlanStep', 'PlanSteps', 'ReviewMode', 'StepForms',
+           'StepStatus')
 
 StepStatus: TypeAlias = Literal['pending', 'reviewing', 'running', 'parked', 'succeeded', 'failed', 'skipped',
                                 'cancelled']
@@ -110,7 +112,114 @@ _SET_ID, _SET_TOOL, _SET_ARGUMENTS, _SET_DESCRIPTION, _SET_FORMS = (
     vars(PlanStep)[name].__set__ for name in ('id', 'tool', 'arguments', 'description', 'forms'))
 
 
-@dataclass(frozen=True, slots=True)
+class PlanSteps(Sequence[PlanStep]):
+    """A plan's steps, kept as columns: their ids, tool names and arguments in a list each, descriptions and the
+    other forms (`StepForms`) by position for the steps that have them. A `PlanStep` is made when one is read.
+
+    It reads like a tuple of steps (and equals one that holds the same steps). Kept as columns, a plan of 100,000
+    steps is a few lists rather than 100,000 objects for the garbage collector to walk while the plan runs, and to
+    count: that many new objects that live on is what sets off the collector's full collections, each of which walks
+    the whole process.
+    """
+
+    __slots__ = ('arguments', 'descriptions', 'forms', 'ids', 'tools')
+
+    def __init__(self, steps: Iterable[PlanStep] = ()) -> None:
+        self.ids: list[str] = []
+        self.tools: list[str] = []
+        """Per step: the name of its tool (`''` for a select step)."""
+        self.arguments: list[Any] = []
+        self.descriptions: dict[int, str] = {}
+        """The steps' descriptions, by position, for the steps that have one."""
+        self.forms: dict[int, StepForms] = {}
+        """The steps' `StepForms`, by position, for the steps that have any."""
+        for step in steps:
+            self.append(step)
+
+    @classmethod
+    def of(cls, ids: list[str], tools: list[str], arguments: list[Any], descriptions: dict[int, str],
+           forms: dict[int, StepForms]) -> PlanSteps:
+        """Steps made of these columns (taken, not copied; of one length)."""
+        steps = cls()
+        steps.ids, steps.tools, steps.arguments, steps.descriptions, steps.forms = (
+            ids, tools, arguments, descriptions, forms)
+        return steps
+
+    # --- growing (a plan that is still arriving) -------------------------------------------------------------------
+
+    def append(self, step: PlanStep) -> None:
+        index = len(self.ids)
+        self.ids.append(step.id)
+        self.tools.append(step.tool)
+        self.arguments.append(step.arguments)
+        if step.description is not None:
+            self.descriptions[index] = step.description
+        if step.forms is not None:
+            self.forms[index] = step.forms
+
+    def extend(self, steps: PlanSteps) -> None:
+        start = len(self.ids)
+        self.ids.extend(steps.ids)
+        self.tools.extend(steps.tools)
+        self.arguments.extend(steps.arguments)
+        self.descriptions.update({start + index: text for index, text in steps.descriptions.items()})
+        self.forms.update({start + index: forms for index, forms in steps.forms.items()})
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` steps only."""
+        del self.ids[length:], self.tools[length:], self.arguments[length:]
+        for sparse in (self.descriptions, self.forms):
+            for index in [index for index in sparse if index >= length]:
+                del sparse[index]
+
+    # --- reading ----------------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> PlanStep: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> PlanSteps: ...
+
+    def __getitem__(self, index: int | slice) -> PlanStep | PlanSteps:
+        if isinstance(index, slice):
+            positions = range(len(self.ids))[index]
+            if positions.step == 1:
+                start, stop = positions.start, positions.stop
+                return PlanSteps.of(self.ids[start:stop], self.tools[start:stop], self.arguments[start:stop],
+                                    _shifted(self.descriptions, start, stop), _shifted(self.forms, start, stop))
+            return PlanSteps(self[position] for position in positions)
+        step_id = self.ids[index]  # (an IndexError names the index as a tuple's would)
+        if index < 0:
+            index += len(self.ids)
+        return PlanStep(step_id, self.tools[index], self.arguments[index], self.descriptions.get(index),
+                        self.forms.get(index))
+
+    def __iter__(self) -> Iterator[PlanStep]:
+        for index in range(len(self.ids)):
+            yield self[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PlanSteps):
+            return (self.ids == other.ids and self.tools == other.tools and self.arguments == other.arguments
+                    and self.descriptions == other.descriptions and self.forms == other.forms)
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self) and all(mine == theirs for mine, theirs in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (steps hold arguments, which are dicts)
+
+    def __repr__(self) -> str:
+        return f'PlanSteps({list(self)!r})'
+
+
+def _shifted(sparse: dict[int, Any], start: int, stop: int) -> dict[int, Any]:
+    return {index - start: value for index, value in sparse.items() if start <= index < stop}
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Plan:
     """A declarative plan: tool calls whose arguments may refer to earlier results.
 
@@ -121,10 +230,18 @@ class Plan:
     ```
     """
 
-    steps: tuple[PlanStep, ...]
+    steps: PlanSteps
+    """The steps, in plan order (given as any sequence of `PlanStep`s; kept as `PlanSteps`)."""
     output_steps: tuple[str, ...] | None = None
     """Which step outputs the model gets back; `None` (or empty) returns every step."""
     goal: str | None = None
     """What the plan is for (index-based plans)."""
     dialect: Dialect = 'id'
     """How references are written in the arguments."""
+
+    def __init__(self, steps: Iterable[PlanStep], output_steps: tuple[str, ...] | None = None,
+                 goal: str | None = None, dialect: Dialect = 'id') -> None:
+        object.__setattr__(self, 'steps', steps if isinstance(steps, PlanSteps) else PlanSteps(steps))
+        object.__setattr__(self, 'output_steps', output_steps)
+        object.__setattr__(self, 'goal', goal)
+        object.__setattr__(self, 'dialect', dialect)

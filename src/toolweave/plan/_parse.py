@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, StepForms
+from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, PlanSteps, StepForms
 from toolweave.plan._shape import SHAPE_FIELDS, compile_shape
 
 __all__ = (
@@ -410,8 +410,9 @@ def _parse_id(data: Mapping[str, Any], problems: Problems, clean: Callable[[Any]
     message = _unknown_keys('The plan', data, _ID_TOP, 'A plan has "steps" and optionally "output_steps".')
     if message:
         problems.add(-1, message)
-    steps: list[PlanStep] = []
-    append = steps.append
+    # Straight into the plan's columns (`PlanSteps`): no object per step.
+    steps = PlanSteps()
+    ids, tools, arguments_of, descriptions = steps.ids, steps.tools, steps.arguments, steps.descriptions
     names: dict[str, str] = {}
     for index, raw in enumerate(_steps_list(data, problems, reported)):
         if clean is not None:
@@ -421,14 +422,16 @@ def _parse_id(data: Mapping[str, Any], problems: Problems, clean: Callable[[Any]
             tool = raw.get('tool')
             arguments = raw.get('arguments')
             if type(step_id) is str and type(tool) is str and type(arguments) is dict:
+                ids.append(step_id)
+                tools.append(names.setdefault(tool, tool))  # one string per tool name (JSON makes one a step)
+                arguments_of.append(arguments)
                 description = raw.get('description')
-                # One string object per tool name (JSON gives each step its own copy): less memory.
-                append(PlanStep(step_id, names.setdefault(tool, tool), arguments,
-                                description if type(description) is str else None))
+                if type(description) is str:
+                    descriptions[index] = description
                 continue
-        append(_id_step(index, raw, problems, reported))
+        steps.append(_id_step(index, raw, problems, reported))
     goal = data.get('goal') if isinstance(data.get('goal'), str) else None
-    plan = Plan(tuple(steps), _output_steps(data, problems), goal, 'id')
+    plan = Plan(steps, _output_steps(data, problems), goal, 'id')
     return Parsed(plan, problems, reported)
 
 
@@ -558,8 +561,10 @@ def _parse_index(data: Mapping[str, Any], problems: Problems) -> Parsed:
         goal = None
     if 'steps' not in data:
         problems.add(-1, '"steps" is missing. Add "steps": [{"tool": ..., "args": {...}, "description": ...}].')
-    steps = [_index_step(i, raw, problems, reported) for i, raw in enumerate(_steps_list(data, problems, reported))]
-    return Parsed(Plan(tuple(steps), None, goal, 'index'), problems, reported)
+    steps = PlanSteps()
+    for index, raw in enumerate(_steps_list(data, problems, reported)):
+        steps.append(_index_step(index, raw, problems, reported))  # (each step object lives only this long)
+    return Parsed(Plan(steps, None, goal, 'index'), problems, reported)
 
 
 def _index_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:

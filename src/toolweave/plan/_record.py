@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, Protocol, T
 
 from pydantic_core import to_jsonable_python
 
-from toolweave.plan._model import Plan, PlanStep, StepStatus
+from toolweave.plan._model import Plan, PlanStep, PlanSteps, StepStatus
 
 if TYPE_CHECKING:
     from toolweave.approval import ApprovalRecord
@@ -300,11 +300,11 @@ class StepRecord:
 
     @property
     def id(self) -> str:
-        return self._records.graph.steps[self.index].id
+        return self._records.graph.steps.ids[self.index]
 
     @property
     def tool(self) -> str:
-        return self._records.graph.steps[self.index].tool
+        return self._records.graph.steps.tools[self.index]
 
     @property
     def kind(self) -> str:
@@ -323,8 +323,8 @@ class StepRecord:
     @property
     def depends_on(self) -> tuple[str, ...]:
         """Ids of the steps this one refers to, in order of first appearance."""
-        steps = self._records.graph.steps
-        return tuple(steps[d].id for d in self._records.graph.deps[self.index])
+        ids = self._records.graph.steps.ids
+        return tuple(ids[d] for d in self._records.graph.deps[self.index])
 
     @property
     def arguments(self) -> Any:
@@ -396,7 +396,7 @@ class StepGraph(Protocol):
         ...
 
     @property
-    def steps(self) -> Sequence[PlanStep]: ...
+    def steps(self) -> PlanSteps: ...
 
     @property
     def deps(self) -> Sequence[tuple[int, ...]]: ...

@@ -34,7 +34,7 @@ from toolweave.approval import (
 )
 from toolweave.exceptions import PlanValidationError
 from toolweave.plan._kernel import Call, Extension, Run, StepFailed, StepParked
-from toolweave.plan._model import Plan
+from toolweave.plan._model import Plan, PlanSteps
 from toolweave.plan._options import DEFAULT_MAX_STEPS
 from toolweave.plan._parse import Parsed, Problems, parse_lenient
 from toolweave.plan._record import ItemRecord, StepRecord
@@ -227,7 +227,7 @@ def apply_review(prepared: Prepared, decision: PlanReviewDecision, tools: Toolse
             decisions[index] = outcome
     if not edited:
         return prepared, decisions, parked
-    again, problems = prepare(Parsed(replace(prepared.plan, steps=tuple(steps)), Problems()), tools,
+    again, problems = prepare(Parsed(replace(prepared.plan, steps=PlanSteps(steps)), Problems()), tools,
                               max_steps=max_steps, max_items=prepared.max_items, extra_refused=refused)
     if again is None:
         raise PlanValidationError([f"after the reviewer's edits: {problem}" for problem in problems.messages()])

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import islice
+from itertools import accumulate, islice
 from typing import Any
 
 import anyio
@@ -20,7 +20,7 @@ import anyio
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._contracts import Contracts
 from toolweave.plan._expr import Expression, ExpressionError, compile_expression
-from toolweave.plan._model import Dialect, Plan, PlanStep, StepForms
+from toolweave.plan._model import Dialect, Plan, PlanStep, PlanSteps, StepForms
 from toolweave.plan._parse import (
     DEFAULT_MAX_BYTES,
     EMPTY_PLAN,
@@ -284,13 +284,13 @@ class Validator:
         self.reported = reported if reported is not None else set[tuple[int, str]]()
         """(step index, field) pairs the parser reported, not reported again."""
         self.problems = problems if problems is not None else Problems()
-        self.steps: list[PlanStep] = []
+        self.steps = PlanSteps()
         self.ids: dict[str, int] = {}
         self.resolved: list[Tool | None] = []
         self.rewrite: list[Rewrite] = []
         self.deps: list[tuple[int, ...]] = []
         self.kinds: dict[int, StepKind] = {}
-        self.scanner = Scanner(self.ids, self.steps, dialect, earlier)
+        self.scanner = Scanner(self.ids, self.steps.ids, dialect, earlier)
         self.contracts = Contracts(self.resolved, self.steps)
         self.check_literals = False
         """Whether a tool of the plan restricts its arguments (literal arguments are then checked)."""
@@ -322,21 +322,21 @@ class Validator:
 
     # --- checking steps -------------------------------------------------------------------------------------------
 
-    def add(self, steps: Sequence[PlanStep]) -> None:
+    def add(self, steps: PlanSteps) -> None:
         """Check `steps`, the plan's next ones, against the steps before them and one another."""
         start = len(self.steps)
         self.steps.extend(steps)
         self._check_ids(start)
         self._check_tools(start)
         self._read_contracts(start)
-        steps, taken = self.steps, self.taken
+        taken = self.taken
         self.batches = {}
         try:
-            for index in range(start, len(steps)):
+            for index in range(start, len(self.steps)):
                 if index in taken:
                     self._take(index)
                 else:
-                    self._check_step(index, steps[index])
+                    self._check_step(index)
             self._check_batches(self.batches)
         finally:
             self.batches = None
@@ -393,18 +393,18 @@ class Validator:
 
     def _label(self, index: int) -> str:
         """`steps[2] (id 'fetch')`; just `steps[2]` in index-based plans, whose ids the model never wrote."""
-        return step_label(index, self.steps[index].id if self.dialect == 'id' else None)
+        return step_label(index, self.steps.ids[index] if self.dialect == 'id' else None)
 
     def _check_ids(self, start: int) -> None:
-        steps, ids, reported, problems = self.steps, self.ids, self.reported, self.problems
+        written, ids, reported, problems = self.steps.ids, self.ids, self.reported, self.problems
         fullmatch = ID_PATTERN.fullmatch
-        new = {step.id: index for index, step in enumerate(islice(steps, start, None), start)}
-        if (len(new) == len(steps) - start and (not ids or ids.keys().isdisjoint(new))
+        new = {step_id: index for index, step_id in enumerate(islice(written, start, None), start)}
+        if (len(new) == len(written) - start and (not ids or ids.keys().isdisjoint(new))
                 and _valid_ids(new)):
             ids.update(new)  # the common case: unique, valid ids
             return
-        for index in range(start, len(steps)):
-            step_id = steps[index].id
+        for index in range(start, len(written)):
+            step_id = written[index]
             if step_id not in ids and fullmatch(step_id) is not None:
                 ids[step_id] = index
                 continue
@@ -426,16 +426,20 @@ class Validator:
             ids[step_id] = index
 
     def _check_tools(self, start: int) -> None:
-        steps, found = self.steps, self.found
+        names, forms, found = self.steps.tools, self.steps.forms, self.found
+        selects = {index for index, form in forms.items() if index >= start and form.source is not None}
         if not self.reported:  # the common case: look each new name up once, then one list in one pass
-            for name in {step.tool for step in islice(steps, start, None) if step.forms is None or not step.is_select}:
+            for name in {names[index] for index in range(start, len(names)) if index not in selects}:
                 if name not in found and self._tool_for(name) is None:
                     break
             else:
-                self.resolved.extend([found[step.tool] if step.forms is None or not step.is_select else None
-                                      for step in islice(steps, start, None)])
+                if selects:
+                    self.resolved.extend([None if index in selects else found[names[index]]
+                                          for index in range(start, len(names))])
+                else:
+                    self.resolved.extend([found[name] for name in islice(names, start, None)])
                 return
-        for index in range(start, len(steps)):
+        for index in range(start, len(names)):
             self.resolved.append(self._tool(index))
 
     def _tool(self, index: int) -> Tool | None:
@@ -491,11 +495,13 @@ class Validator:
         if contract.own_many is not None:
             self.batching.add(id(tool))
 
-    def _check_step(self, index: int, step: PlanStep) -> bool:
-        """Check step `index` (`step`) and note what it needs; whether it has problems (added to `problems`)."""
+    def _check_step(self, index: int) -> bool:
+        """Check step `index` and note what it needs; whether it has problems (added to `problems`)."""
         scanner = self.scanner
-        arguments = step.arguments
-        plain = step.forms is None
+        steps = self.steps
+        arguments = steps.arguments[index]
+        forms = steps.forms.get(index) if steps.forms else None
+        plain = forms is None
         reported = self.reported
         if isinstance(arguments, str) or (reported and (index, 'arguments') in reported):
             if plain:
@@ -505,13 +511,14 @@ class Validator:
             arguments = {}
         try:
             found, changes, messages = scanner.scan(arguments, index) if plain else scanner.scan(
-                arguments, index, 'arguments', step.for_each is not None)
+                arguments, index, 'arguments', forms is not None and forms.for_each is not None)
         except RecursionError:
             found, changes, messages = [], False, ['arguments: nested too deeply to check. Use fewer levels of '
                                                    'nested objects and arrays.']
         if not plain:
             messages = list(messages)  # a list of this step's own (the scanner reuses an empty one)
-            self.kinds[index] = _prepare_kind(step, index, scanner, found, messages, self.max_items, self.contracts)
+            self.kinds[index] = _prepare_kind(steps[index], index, scanner, found, messages, self.max_items,
+                                              self.contracts)
         tool = self.resolved[index]
         if self.check_literals and tool is not None and not (
                 plain and not changes and not messages and self._defer(index, tool, arguments)):
@@ -568,11 +575,12 @@ class Validator:
         self.steps.append(step)
         self.ids[step.id] = index
         self.resolved.append(tool)
-        if not self._check_step(index, step) and index not in self.deps[index]:  # a reference to itself: a cycle
+        if not self._check_step(index) and index not in self.deps[index]:  # a reference to itself: a cycle
             self._link(index)
             return True
         self.problems = Problems()
-        del self.steps[index:], self.resolved[index:], self.rewrite[index:], self.deps[index:]
+        self.steps.truncate(index)
+        del self.resolved[index:], self.rewrite[index:], self.deps[index:]
         self.kinds.pop(index, None)
         self.checked.pop(index, None)
         del self.ids[step.id]
@@ -603,7 +611,7 @@ class Validator:
         self.steps.append(placeholder)
         self.ids[step_id] = index
         self.resolved.append(None)
-        self._check_step(index, placeholder)
+        self._check_step(index)
         self._link(index)
 
     def _link(self, index: int) -> None:
@@ -626,7 +634,7 @@ class Validator:
 
     def whole_so_far(self) -> Prepared:
         """`so_far` with its `plan` holding the steps so far (O(steps): for a plan that ends before it is whole)."""
-        return replace(self.so_far(), plan=Plan(tuple(self.steps), dialect=self.dialect))
+        return replace(self.so_far(), plan=Plan(self.steps[:], dialect=self.dialect))
 
     def fits(self, tools: Toolset, dialect: Dialect, max_items: int, refused: frozenset[str],
              earlier: Mapping[str, Mapping[str, Any]] | None) -> bool:
@@ -647,7 +655,7 @@ class Validator:
         if reported or not count:
             return None
         same = bytearray(b'\x01') * count  # per step that arrived: whether `plan` holds it as it was checked
-        everything = theirs[:count] == tuple(mine[:count])
+        everything = theirs[:count] == mine[:count]
         if not everything:
             for index in range(count):
                 if theirs[index] != mine[index]:
@@ -799,16 +807,24 @@ def _graph(plan: Plan, deps: list[tuple[int, ...]],
     """The dependents of each step and the longest chain of dependents from it; every cycle is reported (named by
     path), and then the chains are empty."""
     n = len(deps)
-    # Dependents gathered in a list per step, then kept as one tuple of ints per step (shared when it holds one step,
-    # `_single`): the lists die here, and tuples of ints are soon untracked by the garbage collector, so the graph a
-    # plan keeps while it runs adds next to nothing to the collector's work.
-    gathered: list[list[int]] = [[] for _ in range(n)]
+    # Dependents in one flat list (a counting sort by dependency), then one tuple of ints per step (shared when it
+    # holds one step, `_single`): no list per step, not even for a while. Tuples of ints are soon untracked by the
+    # garbage collector; 100k lists living through this function would be counted as new long-lived objects, and
+    # that many set off a full collection, which walks the whole process.
+    counts = [0] * n
+    for ds in deps:
+        for d in ds:
+            counts[d] += 1
+    starts = list(accumulate(counts, initial=0))
+    fill = starts[:-1]
+    flat = [0] * starts[-1]
     for index, ds in enumerate(deps):
         for d in ds:
-            gathered[d].append(index)
-    dependents = [_NO_DEPS if not each else _single(each[0]) if len(each) == 1 else tuple(each)
-                  for each in gathered]
-    del gathered
+            flat[fill[d]] = index
+            fill[d] += 1
+    del fill
+    dependents = [_NO_DEPS if not count else _single(flat[starts[i]]) if count == 1 else
+                  tuple(flat[starts[i] : starts[i + 1]]) for i, count in enumerate(counts)]
     order, remaining = _order(deps, dependents)
     if len(order) < n:
         _report_cycles(plan, deps, remaining, problems)
