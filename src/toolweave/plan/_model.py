@@ -145,7 +145,7 @@ class PlanSteps(Sequence[PlanStep]):
             ids, tools, arguments, descriptions, forms)
         return steps
 
-    # --- growing (a plan that is still arriving) -------------------------------------------------------------------
+    # --- growing: the validator's own steps, as a plan arrives (a `Plan`'s steps are never changed) ----------------
 
     def append(self, step: PlanStep) -> None:
         index = len(self.ids)

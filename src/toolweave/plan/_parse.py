@@ -435,6 +435,14 @@ def _parse_id(data: Mapping[str, Any], problems: Problems, clean: Callable[[Any]
     return Parsed(plan, problems, reported)
 
 
+def parse_step(raw: Any) -> PlanStep | None:
+    """One step of an id-based plan, as `parse_lenient` reads it in its plan (a plan still arriving is read a step at
+    a time); `None` when the step has problems of its own."""
+    problems = Problems()
+    step = _id_step(0, raw, problems, set())
+    return None if problems else step
+
+
 def _id_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:
     if not isinstance(raw, dict):
         problems.add(index, f'steps[{index}]: a step must be an object like {_STEP_EXAMPLE}, got '

@@ -52,7 +52,7 @@ from toolweave.plan._kernel import Extension, Run
 from toolweave.plan._model import Plan, PlanStep, StepStatus
 from toolweave.plan._observe import Events, observers
 from toolweave.plan._options import RunOptions
-from toolweave.plan._parse import parse_lenient
+from toolweave.plan._parse import parse_step
 from toolweave.plan._record import EventHandler, ItemRecord, PlanRun, StepRecord
 from toolweave.plan._refs import ID_PATTERN
 from toolweave.plan._retry import RetryCalls
@@ -185,8 +185,7 @@ class PlanStream:
         """The step as the whole plan will read it, or `None` when it has problems of its own."""
         if not isinstance(raw, dict):
             return None
-        parsed = parse_lenient({'steps': [self._clean(raw)]}, 'id')
-        return None if parsed.problems else parsed.plan.steps[0]
+        return parse_step(self._clean(raw))
 
     def _may_start_early(self, step: PlanStep) -> bool:
         if step.is_select:
