@@ -148,14 +148,13 @@ class PlanSteps(Sequence[PlanStep]):
     # --- growing: the validator's own steps, as a plan arrives (a `Plan`'s steps are never changed) ----------------
 
     def append(self, step: PlanStep) -> None:
-        index = len(self.ids)
+        if step.description is not None:
+            self.descriptions[len(self.ids)] = step.description
+        if step.forms is not None:
+            self.forms[len(self.ids)] = step.forms
         self.ids.append(step.id)
         self.tools.append(step.tool)
         self.arguments.append(step.arguments)
-        if step.description is not None:
-            self.descriptions[index] = step.description
-        if step.forms is not None:
-            self.forms[index] = step.forms
 
     def extend(self, steps: PlanSteps) -> None:
         start = len(self.ids)

@@ -160,7 +160,7 @@ class PlanStream:
 
     def _arrive(self, raw: Any, size: int) -> None:
         validator = self._validator
-        index = len(validator.steps)
+        index = len(validator.steps.ids)
         if index >= self.options.max_steps:
             self._stop(f'the plan has more than {self.options.max_steps} steps (max_steps)')
             return

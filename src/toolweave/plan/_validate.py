@@ -569,7 +569,7 @@ class Validator:
                     return False
             if id(tool) not in self.seen:
                 self._read_contract(tool)
-        index = len(self.steps)
+        index = len(self.steps.ids)
         table, external = self.scanner.table, self.scanner.external
         marks = len(table.whole), len(table.objects), len(table.templates), len(external)
         self.steps.append(step)
@@ -606,7 +606,7 @@ class Validator:
     def hold(self, step_id: str) -> None:
         """Add a placeholder for the next step, held back until the whole plan has arrived: a select step of nothing
         with the step's id (new and valid), so that later steps may refer to it (and wait for it)."""
-        index = len(self.steps)
+        index = len(self.steps.ids)
         placeholder = PlanStep(step_id, '', {}, None, _PLACEHOLDER)
         self.steps.append(placeholder)
         self.ids[step_id] = index
@@ -655,7 +655,8 @@ class Validator:
         if reported or not count:
             return None
         same = bytearray(b'\x01') * count  # per step that arrived: whether `plan` holds it as it was checked
-        everything = theirs[:count] == mine[:count]
+        everything = (theirs == mine if count == len(theirs) == len(mine)  # (no copies of the columns to compare)
+                      else theirs[:count] == mine[:count])
         if not everything:
             for index in range(count):
                 if theirs[index] != mine[index]:
