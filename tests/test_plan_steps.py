@@ -40,6 +40,9 @@ def test_steps_read_like_the_tuple_they_were_made_from() -> None:
         steps[-5]
     with pytest.raises(TypeError):
         hash(steps)  # (steps hold their arguments, which are dicts: a tuple of them does not hash either)
+    # A plan's steps do not grow: only the steps still being read do (the parser's, a stream's validator's).
+    assert not any(hasattr(steps, name) for name in ('append', 'extend', 'truncate'))
+    assert not hasattr(parse_plan({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {}}]}).steps, 'append')
 
 
 @pytest.mark.parametrize('cut', [slice(1, 3), slice(2, None), slice(None, -1), slice(None, None, 2),

@@ -134,7 +134,7 @@ class PlanSteps(Sequence[PlanStep]):
         self.forms: dict[int, StepForms] = {}
         """The steps' `StepForms`, by position, for the steps that have any."""
         for step in steps:
-            self.append(step)
+            _add(self, step)
 
     @classmethod
     def of(cls, ids: list[str], tools: list[str], arguments: list[Any], descriptions: dict[int, str],
@@ -144,32 +144,6 @@ class PlanSteps(Sequence[PlanStep]):
         steps.ids, steps.tools, steps.arguments, steps.descriptions, steps.forms = (
             ids, tools, arguments, descriptions, forms)
         return steps
-
-    # --- growing: the validator's own steps, as a plan arrives (a `Plan`'s steps are never changed) ----------------
-
-    def append(self, step: PlanStep) -> None:
-        if step.description is not None:
-            self.descriptions[len(self.ids)] = step.description
-        if step.forms is not None:
-            self.forms[len(self.ids)] = step.forms
-        self.ids.append(step.id)
-        self.tools.append(step.tool)
-        self.arguments.append(step.arguments)
-
-    def extend(self, steps: PlanSteps) -> None:
-        start = len(self.ids)
-        self.ids.extend(steps.ids)
-        self.tools.extend(steps.tools)
-        self.arguments.extend(steps.arguments)
-        self.descriptions.update({start + index: text for index, text in steps.descriptions.items()})
-        self.forms.update({start + index: forms for index, forms in steps.forms.items()})
-
-    def truncate(self, length: int) -> None:
-        """Keep the first `length` steps only."""
-        del self.ids[length:], self.tools[length:], self.arguments[length:]
-        for sparse in (self.descriptions, self.forms):
-            for index in [index for index in sparse if index >= length]:
-                del sparse[index]
 
     # --- reading ----------------------------------------------------------------------------------------------------
 
@@ -214,6 +188,46 @@ class PlanSteps(Sequence[PlanStep]):
         return f'PlanSteps({list(self)!r})'
 
 
+def _add(steps: PlanSteps, step: PlanStep) -> None:
+    """`step` written into the columns of `steps`, after the others."""
+    if step.description is not None:
+        steps.descriptions[len(steps.ids)] = step.description
+    if step.forms is not None:
+        steps.forms[len(steps.ids)] = step.forms
+    steps.ids.append(step.id)
+    steps.tools.append(step.tool)
+    steps.arguments.append(step.arguments)
+
+
+class GrowingSteps(PlanSteps):
+    """Steps that are still being read: a plan's as its parser reads them, a streamed plan's as they arrive (the
+    validator's own). A `Plan` never holds one: `frozen` gives the steps read so far as `PlanSteps` (sharing the
+    columns, which the grower then no longer changes), and `Plan` copies any other sequence it is given."""
+
+    __slots__ = ()
+
+    append = _add
+
+    def extend(self, steps: PlanSteps) -> None:
+        start = len(self.ids)
+        self.ids.extend(steps.ids)
+        self.tools.extend(steps.tools)
+        self.arguments.extend(steps.arguments)
+        self.descriptions.update({start + index: text for index, text in steps.descriptions.items()})
+        self.forms.update({start + index: forms for index, forms in steps.forms.items()})
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` steps only."""
+        del self.ids[length:], self.tools[length:], self.arguments[length:]
+        for sparse in (self.descriptions, self.forms):
+            for index in [index for index in sparse if index >= length]:
+                del sparse[index]
+
+    def frozen(self) -> PlanSteps:
+        """The steps read so far, as a plan holds them (the same columns: read no more steps into these)."""
+        return PlanSteps.of(self.ids, self.tools, self.arguments, self.descriptions, self.forms)
+
+
 def _shifted(sparse: dict[int, Any], start: int, stop: int) -> dict[int, Any]:
     return {index - start: value for index, value in sparse.items() if start <= index < stop}
 
@@ -240,7 +254,7 @@ class Plan:
 
     def __init__(self, steps: Iterable[PlanStep], output_steps: tuple[str, ...] | None = None,
                  goal: str | None = None, dialect: Dialect = 'id') -> None:
-        object.__setattr__(self, 'steps', steps if isinstance(steps, PlanSteps) else PlanSteps(steps))
+        object.__setattr__(self, 'steps', steps if type(steps) is PlanSteps else PlanSteps(steps))
         object.__setattr__(self, 'output_steps', output_steps)
         object.__setattr__(self, 'goal', goal)
         object.__setattr__(self, 'dialect', dialect)

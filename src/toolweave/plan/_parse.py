@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from toolweave.exceptions import PlanValidationError
-from toolweave.plan._model import Condition, Dialect, Plan, PlanStep, PlanSteps, StepForms
+from toolweave.plan._model import Condition, Dialect, GrowingSteps, Plan, PlanStep, StepForms
 from toolweave.plan._shape import SHAPE_FIELDS, compile_shape
 
 __all__ = (
@@ -411,7 +411,7 @@ def _parse_id(data: Mapping[str, Any], problems: Problems, clean: Callable[[Any]
     if message:
         problems.add(-1, message)
     # Straight into the plan's columns (`PlanSteps`): no object per step.
-    steps = PlanSteps()
+    steps = GrowingSteps()
     ids, tools, arguments_of, descriptions = steps.ids, steps.tools, steps.arguments, steps.descriptions
     names: dict[str, str] = {}
     for index, raw in enumerate(_steps_list(data, problems, reported)):
@@ -431,7 +431,7 @@ def _parse_id(data: Mapping[str, Any], problems: Problems, clean: Callable[[Any]
                 continue
         steps.append(_id_step(index, raw, problems, reported))
     goal = data.get('goal') if isinstance(data.get('goal'), str) else None
-    plan = Plan(steps, _output_steps(data, problems), goal, 'id')
+    plan = Plan(steps.frozen(), _output_steps(data, problems), goal, 'id')
     return Parsed(plan, problems, reported)
 
 
@@ -569,10 +569,10 @@ def _parse_index(data: Mapping[str, Any], problems: Problems) -> Parsed:
         goal = None
     if 'steps' not in data:
         problems.add(-1, '"steps" is missing. Add "steps": [{"tool": ..., "args": {...}, "description": ...}].')
-    steps = PlanSteps()
+    steps = GrowingSteps()
     for index, raw in enumerate(_steps_list(data, problems, reported)):
         steps.append(_index_step(index, raw, problems, reported))  # (each step object lives only this long)
-    return Parsed(Plan(steps, None, goal, 'index'), problems, reported)
+    return Parsed(Plan(steps.frozen(), None, goal, 'index'), problems, reported)
 
 
 def _index_step(index: int, raw: Any, problems: Problems, reported: set[tuple[int, str]]) -> PlanStep:

@@ -20,7 +20,7 @@ import anyio
 from toolweave.exceptions import UnknownToolError
 from toolweave.plan._contracts import Contracts
 from toolweave.plan._expr import Expression, ExpressionError, compile_expression
-from toolweave.plan._model import Dialect, Plan, PlanStep, PlanSteps, StepForms
+from toolweave.plan._model import Dialect, GrowingSteps, Plan, PlanStep, PlanSteps, StepForms
 from toolweave.plan._parse import (
     DEFAULT_MAX_BYTES,
     EMPTY_PLAN,
@@ -284,7 +284,7 @@ class Validator:
         self.reported = reported if reported is not None else set[tuple[int, str]]()
         """(step index, field) pairs the parser reported, not reported again."""
         self.problems = problems if problems is not None else Problems()
-        self.steps = PlanSteps()
+        self.steps = GrowingSteps()
         self.ids: dict[str, int] = {}
         self.resolved: list[Tool | None] = []
         self.rewrite: list[Rewrite] = []
