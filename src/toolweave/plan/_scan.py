@@ -162,15 +162,15 @@ class Scanner:
     """Checks the references in each step's arguments (`scan(arguments, step_index)`), in one plan."""
 
     __slots__ = ('check', 'deps', 'earlier', 'external', 'field', 'ids', 'index_dialect', 'items', 'known', 'left',
-                 'problems', 'step_index', 'steps', 'suggest', 'table', 'trail')
+                 'problems', 'step_ids', 'step_index', 'suggest', 'table', 'trail')
 
-    def __init__(self, ids: Mapping[str, int], steps: Sequence[str], dialect: str,
+    def __init__(self, ids: Mapping[str, int], step_ids: Sequence[str], dialect: str,
                  earlier: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.ids = ids
         self.left = sys.maxsize
         """Values (elements of the objects and arrays walked) the scanner may still walk before it raises
         `OverBudget` (a budget `prepare` may set)."""
-        self.steps = steps
+        self.step_ids = step_ids
         """The ids of the plan's steps so far, by position (`ids` gives positions): a bound reference names its step
         with the step's own id string rather than a copy cut from the reference (a string fewer per reference)."""
         self.earlier = earlier or {}
@@ -234,7 +234,7 @@ class Scanner:
         self.deps.append(index)
         if self.check is not None:
             self.checked(index, ref.path, written)
-        return (self.steps[index], ref.path, written, index)
+        return (self.step_ids[index], ref.path, written, index)
 
     def item_hint(self, ref: Ref, written: str) -> str:
         """`$ref:item` written for `$item` (the element of a `for_each` step) or `$ref:index` for `$index`: show the
@@ -456,7 +456,7 @@ class Scanner:
             if dotted:
                 path = tuple(dotted[1:].split('.'))
         self.deps.append(position)
-        self.table.whole[value] = (self.steps[position], path, value, position) if path else position
+        self.table.whole[value] = (self.step_ids[position], path, value, position) if path else position
         return True
 
     def string(self, value: str) -> bool:
