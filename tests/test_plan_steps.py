@@ -45,6 +45,13 @@ def test_steps_read_like_the_tuple_they_were_made_from() -> None:
     assert not hasattr(parse_plan({'steps': [{'id': 'a', 'tool': 'echo', 'arguments': {}}]}).steps, 'append')
 
 
+@pytest.mark.parametrize('given', [[PlanStep('a', 'echo', {}), {'id': 'b', 'tool': 'echo', 'arguments': {}}],
+                                   'ab', [None]])
+def test_a_plan_of_anything_but_steps_says_which_item_is_not_a_step(given: Any) -> None:
+    with pytest.raises(TypeError, match=r'steps\[\d\] is (dict|str|NoneType), not a PlanStep.*parse_plan'):
+        Plan(given)
+
+
 @pytest.mark.parametrize('cut', [slice(1, 3), slice(2, None), slice(None, -1), slice(None, None, 2),
                                  slice(None, None, -1), slice(5, 9), slice(3, 1)])
 def test_a_slice_of_steps_holds_those_steps_with_their_descriptions_and_forms(cut: slice) -> None:

@@ -133,7 +133,10 @@ class PlanSteps(Sequence[PlanStep]):
         """The steps' descriptions, by position, for the steps that have one."""
         self.forms: dict[int, StepForms] = {}
         """The steps' `StepForms`, by position, for the steps that have any."""
-        for step in steps:
+        for index, step in enumerate(steps):
+            if not isinstance(step, PlanStep):
+                raise TypeError(f'steps[{index}] is {type(step).__name__}, not a PlanStep. Build a plan from '
+                                'PlanStep(...) objects, or read one from JSON with parse_plan(...).')
             _add(self, step)
 
     @classmethod
